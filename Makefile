@@ -1,0 +1,46 @@
+# seglog — every set-up step lives here, so a fresh machine needs only `make run` or `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.seglog-installed
+EXTRAS ?= dev,replay,spark
+
+.PHONY: venv lint typecheck pytest test test-fast run bench clean
+
+# (Re)install when pyproject.toml changes; the editable install keeps the console
+# script `seglog` and the pytest plugin pointing at this tree.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: venv
+	$(VENV)/bin/ruff check engine indexes segments tools tests bench
+	$(VENV)/bin/lint-imports
+
+typecheck: venv
+	$(VENV)/bin/mypy engine segments indexes
+
+# pytest exits 5 when a selection collects no test (e.g. `-m spark` without the
+# extra); that is not a failure of the code, so it is reported and mapped to 0.
+pytest: venv
+	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests for this selection" >&2; rc=0; fi; exit $$rc
+
+test: lint typecheck pytest
+
+# Without the JVM-backed Spark tests (about a minute faster).
+test-fast: PYTEST_ARGS = -m "not spark"
+test-fast: lint typecheck pytest
+
+run: venv
+	$(VENV)/bin/seglog demo --log-dir data
+
+bench: venv
+	$(VENV)/bin/seglog bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

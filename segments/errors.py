@@ -1,0 +1,23 @@
+"""Errors of the segment layer (batch framing, segment files).
+
+Subclasses of the tree rooted at ``indexes.errors.SeglogError``; re-exported by
+``engine.errors``. Imports only ``indexes.errors``.
+"""
+
+from __future__ import annotations
+
+from indexes.errors import CorruptionError, IndexOffsetOverflowError, SeglogError
+
+__all__ = ["CorruptRecordError", "RecordTooLargeError", "SegmentOffsetOverflowError"]
+
+
+class CorruptRecordError(CorruptionError):
+    """A record batch failed a check: length bounds, magic, CRC-32C, record count or offsets."""
+
+
+class RecordTooLargeError(SeglogError, ValueError):
+    """A batch larger than ``max_message_bytes``; nothing was written."""
+
+
+class SegmentOffsetOverflowError(IndexOffsetOverflowError):
+    """A batch whose offsets cannot be stored relative to the segment's base offset."""

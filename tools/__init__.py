@@ -1,0 +1,6 @@
+"""seglog's tools: the ``seglog`` command line, replay/record, benchmarks, Spark.
+
+Thin shells over what ``engine`` exports: tools import ``engine`` (and, for the
+format-level readers, nothing below it that ``engine`` does not re-export).
+Nothing in ``engine``, ``segments`` or ``indexes`` imports from here.
+"""

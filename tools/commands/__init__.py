@@ -1,0 +1,1 @@
+"""One module per ``seglog`` subcommand; each exposes ``register(subparsers)``."""
