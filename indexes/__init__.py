@@ -1,34 +1,59 @@
 """seglog's index layer: the offset, time and aborted-transaction indexes of one segment.
 
 Owns: ``OffsetIndex`` (``.index``), ``TimeIndex`` (``.timeindex``),
-``TransactionIndex`` (``.txnindex``), ``LazyIndex``, the warm-section binary
-search, and the root of the exception tree (``errors``).
+``TransactionIndex`` (``.txnindex``), ``LazyIndex``, their entry values
+(``OffsetPosition``, ``TimestampOffset``, ``AbortedTxn``), the warm-section
+binary search (``indexes.search``), and the root of the exception tree
+(``indexes.errors``).
 
 Must not import: ``segments``, ``engine`` or ``tools`` (imports only point
 down). Indexes take plain values (path, base offset, max index size, writable)
-and never see a config object, a segment or a topic.
+and never see a config object, a segment or a topic. Everything here is
+synchronous; the segment layer runs it on an executor thread when it touches
+the disk, and every index takes its own lock so that is safe.
 """
 
+from indexes.abstract import AbstractIndex
 from indexes.errors import (
     ClosedError,
     CorruptIndexError,
     CorruptionError,
     IndexFullError,
     IndexOffsetOverflowError,
+    InvalidIndexSizeError,
     InvalidOffsetError,
     InvalidTimestampError,
+    ReadOnlyIndexError,
     SeglogError,
+    SlotOutOfRangeError,
     StorageError,
 )
+from indexes.lazy_index import LazyIndex
+from indexes.offset_index import OffsetIndex, OffsetPosition
+from indexes.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from indexes.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 __all__ = [
+    "NO_TIMESTAMP",
+    "AbortedTxn",
+    "AbstractIndex",
     "ClosedError",
     "CorruptIndexError",
     "CorruptionError",
     "IndexFullError",
     "IndexOffsetOverflowError",
+    "InvalidIndexSizeError",
     "InvalidOffsetError",
     "InvalidTimestampError",
+    "LazyIndex",
+    "OffsetIndex",
+    "OffsetPosition",
+    "ReadOnlyIndexError",
     "SeglogError",
+    "SlotOutOfRangeError",
     "StorageError",
+    "TimeIndex",
+    "TimestampOffset",
+    "TransactionIndex",
+    "TxnIndexSearchResult",
 ]

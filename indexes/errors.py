@@ -17,6 +17,9 @@ and *the bytes are wrong* (:class:`CorruptionError`)::
     ├── IndexFullError                 an append to a full index
     ├── IndexOffsetOverflowError       an offset not representable relative to the base
     │   └── SegmentOffsetOverflowError (segments) a batch that does not fit the segment
+    ├── InvalidIndexSizeError          an index size below one entry, or too small for its entries
+    ├── SlotOutOfRangeError            ``entry(n)`` for a slot the index does not have
+    ├── ReadOnlyIndexError             a change to an index opened read-only
     ├── RecordTooLargeError            (segments) a batch over max_message_bytes
     └── (engine) InvalidConfigError, InvalidRecordError, InvalidTopicError,
         TopicExistsError, UnknownTopicOrPartitionError, OffsetOutOfRangeError,
@@ -30,15 +33,20 @@ This module imports nothing from seglog.
 
 from __future__ import annotations
 
+import io
+
 __all__ = [
     "ClosedError",
     "CorruptIndexError",
     "CorruptionError",
     "IndexFullError",
     "IndexOffsetOverflowError",
+    "InvalidIndexSizeError",
     "InvalidOffsetError",
     "InvalidTimestampError",
+    "ReadOnlyIndexError",
     "SeglogError",
+    "SlotOutOfRangeError",
     "StorageError",
 ]
 
@@ -81,3 +89,15 @@ class IndexFullError(SeglogError):
 
 class IndexOffsetOverflowError(SeglogError, ValueError):
     """An offset that cannot be stored relative to the base offset as an int32."""
+
+
+class InvalidIndexSizeError(SeglogError, ValueError):
+    """An index size below one entry (new file, reset) or too small for the entries it holds (resize)."""
+
+
+class SlotOutOfRangeError(SeglogError, IndexError):
+    """``entry(n)`` for a slot at or beyond the number of entries."""
+
+
+class ReadOnlyIndexError(SeglogError, io.UnsupportedOperation):
+    """An append, truncation or resize of an index opened with ``writable=False``."""

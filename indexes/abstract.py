@@ -1,0 +1,445 @@
+"""The entry-format-agnostic part of the mmap'd indexes: file, mapping, slots.
+
+Owns: :class:`AbstractIndex` (open/preallocate, mmap, resize, trim, flush,
+close, delete, rename, relative offsets, the lock), shared by ``OffsetIndex``
+and ``TimeIndex``.
+
+Must not import: ``segments``, ``engine`` or ``tools``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+import warnings
+from abc import ABC, abstractmethod
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Self
+
+from indexes.errors import (
+    ClosedError,
+    CorruptIndexError,
+    IndexOffsetOverflowError,
+    InvalidIndexSizeError,
+    ReadOnlyIndexError,
+    SlotOutOfRangeError,
+    StorageError,
+)
+from indexes.search import Buffer, largest_lower_bound
+
+__all__ = ["INT32_MAX", "AbstractIndex", "PathLike", "delete_file", "rename_file"]
+
+#: Largest relative offset and position an index entry can hold: both are
+#: stored as big-endian int32 (part of the format, as in Kafka).
+INT32_MAX: Final = 2**31 - 1
+
+PathLike = str | os.PathLike[str]
+
+
+def delete_file(path: Path, what: str) -> bool:
+    """Remove ``path``; returns whether it existed.
+
+    Raises:
+        StorageError: the file exists but cannot be removed.
+    """
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot delete {what}: {exc}") from exc
+    return True
+
+
+def rename_file(source: Path, target: Path, what: str, *, missing_ok: bool) -> None:
+    """Atomically rename ``source`` to ``target``; with ``missing_ok``, a missing source is no error.
+
+    Raises:
+        StorageError: the rename failed.
+    """
+    try:
+        os.replace(source, target)
+    except FileNotFoundError as exc:
+        if not missing_ok or source.exists():  # the target's directory may be the missing part
+            raise StorageError(f"{source}: cannot rename {what} to {target}: {exc}") from exc
+    except OSError as exc:
+        raise StorageError(f"{source}: cannot rename {what} to {target}: {exc}") from exc
+
+
+class AbstractIndex(ABC):
+    """A preallocated, memory-mapped file of fixed-size big-endian entries.
+
+    On disk: ``entries * entry_size`` bytes of entries, followed while the file
+    is open for writing by zero-filled preallocated slots. A new file is created
+    at ``max_index_size`` rounded down to whole entries (sparse); an existing
+    file keeps its length and is assumed to be entirely valid (as in Kafka: a
+    cleanly closed index was trimmed to its entries; after a crash the caller
+    rebuilds it). :meth:`close` and :meth:`trim_to_valid_size` cut the file back
+    to its valid entries.
+
+    Concurrency: every method takes one lock (``threading.RLock``), so an index
+    may be used from several threads (the event loop and executor threads);
+    lookups are ~10 µs, so sharing the lock costs little. Use after
+    :meth:`close` raises :class:`ClosedError`; ``close`` is idempotent.
+    Mutating a read-only index raises :class:`ReadOnlyIndexError`.
+    """
+
+    #: Bytes per entry; part of the on-disk format of each concrete index.
+    entry_size: int
+    #: Where an entry keeps its relative offset: the int32 format and its byte offset.
+    _offset_column: tuple[struct.Struct, int]
+
+    def __init__(self, path: PathLike, base_offset: int, max_index_size: int, writable: bool) -> None:
+        """Open ``path``, creating and preallocating it when it does not exist (writable only).
+
+        Raises:
+            InvalidIndexSizeError: a new file with ``max_index_size`` below one entry.
+            StorageError: the file cannot be created, opened, sized or mapped.
+        """
+        self._lock = threading.RLock()
+        self._mm: mmap.mmap | None = None
+        self._closed = True  # until the mapping exists, __del__ has nothing to report
+        self._path = Path(path)
+        self._base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._writable = writable
+        try:
+            fd = os.open(self._path, (os.O_RDWR | os.O_CREAT | os.O_EXCL) if writable else os.O_RDONLY)
+            newly_created = writable
+        except FileExistsError:
+            fd, newly_created = os.open(self._path, os.O_RDWR), False
+        except OSError as exc:
+            raise StorageError(f"{self._path}: cannot open index file: {exc}") from exc
+        try:
+            if newly_created:
+                if max_index_size < self.entry_size:
+                    raise InvalidIndexSizeError(
+                        f"{self._path}: max index size {max_index_size} is below one entry "
+                        f"({self.entry_size} bytes); use a segment index size of at least {self.entry_size}"
+                    )
+                os.ftruncate(fd, self._round_down(max_index_size))
+            self._mm, self._length = self._map(fd)
+        except OSError as exc:
+            raise StorageError(f"{self._path}: cannot size or map index file: {exc}") from exc
+        finally:
+            os.close(fd)
+            if newly_created and self._mm is None:
+                self._path.unlink(missing_ok=True)  # do not leave a half-made file behind
+        # A new file starts empty; an existing one is taken as full of valid entries.
+        self._entries = 0 if newly_created else self._length // self.entry_size
+        self._closed = False
+
+    # -- helpers for subclasses -------------------------------------------------
+
+    def _map(self, fd: int) -> tuple[mmap.mmap | None, int]:
+        length = os.fstat(fd).st_size
+        if length == 0:  # mmap refuses empty files; an empty index has nothing to read
+            return None, 0
+        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+        return mmap.mmap(fd, length, access=access), length
+
+    def _round_down(self, size: int) -> int:
+        return size - size % self.entry_size
+
+    def _buffer(self) -> mmap.mmap:
+        # Callers read slot < self._entries, which implies a non-empty mapping.
+        assert self._mm is not None
+        return self._mm
+
+    def _relative_offset_at(self, slot: int) -> int:
+        key, field = self._offset_column
+        relative: int = key.unpack_from(self._buffer(), slot * self.entry_size + field)[0]
+        return relative
+
+    def _view(self) -> Buffer:
+        # What the search reads: the mapping, or no bytes for an empty file.
+        return b"" if self._mm is None else self._mm
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self._path}: index is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._writable:
+            raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
+
+    def _check_slot(self, n: int) -> None:
+        if not 0 <= n < self._entries:
+            raise SlotOutOfRangeError(f"{self._path}: slot {n} out of range, the index has {self._entries} entries")
+
+    @abstractmethod
+    def _truncate_to_entries(self, entries: int) -> None:
+        """Keep the first ``entries`` entries and reload any cached last entry."""
+
+    # -- public API ---------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The index file's current path."""
+        return self._path
+
+    @property
+    def base_offset(self) -> int:
+        """The offset that relative offset 0 stands for (the segment's base offset)."""
+        return self._base_offset
+
+    @property
+    def max_index_size(self) -> int:
+        """The size the file is preallocated to, and reset to by :meth:`reset`."""
+        return self._max_index_size
+
+    @property
+    def writable(self) -> bool:
+        """Whether the index was opened for writing."""
+        return self._writable
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` or :meth:`delete` was called."""
+        return self._closed
+
+    @property
+    def entries(self) -> int:
+        """Number of valid entries."""
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """Number of slots the current file length holds."""
+        return self._length // self.entry_size
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes (preallocated slots included)."""
+        return self._length
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes taken by valid entries (``entries * entry_size``)."""
+        return self._entries * self.entry_size
+
+    @property
+    def is_full(self) -> bool:
+        """Whether no slot is free for an append."""
+        return self._entries >= self.max_entries
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset - base_offset`` as stored in an entry.
+
+        Raises:
+            IndexOffsetOverflowError: the difference is outside ``[0, 2**31-1]``.
+        """
+        relative = offset - self._base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"{self._path}: offset {offset} is not in [{self._base_offset}, "
+                f"{self._base_offset + INT32_MAX}] relative to base offset {self._base_offset}; "
+                "the segment must roll before this offset"
+            )
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        """Whether ``offset`` can be stored relative to the base offset."""
+        return 0 <= offset - self._base_offset <= INT32_MAX
+
+    def truncate(self) -> None:
+        """Remove every entry (the file keeps its length).
+
+        Raises:
+            ClosedError, ReadOnlyIndexError.
+        """
+        with self._lock:
+            self._check_writable()
+            self._truncate_to_entries(0)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is ``>= offset``; a larger offset changes nothing.
+
+        Raises:
+            ClosedError, ReadOnlyIndexError.
+        """
+        with self._lock:
+            self._check_writable()
+            relative = offset - self._base_offset
+            key, field = self._offset_column
+            slot = largest_lower_bound(
+                self._view(), self._entries, relative, key=key, stride=self.entry_size, field=field
+            )
+            if slot is None:
+                keep = 0
+            elif self._relative_offset_at(slot) == relative:
+                keep = slot  # the entry for `offset` itself goes too
+            else:
+                keep = slot + 1
+            self._truncate_to_entries(keep)
+
+    def sanity_check(self) -> None:
+        """Check what can be checked cheaply at open (Kafka's rules; O(1), not a full scan).
+
+        Raises:
+            CorruptIndexError: the last entry's offset is below the base offset,
+                the file length is not a whole number of entries, or an
+                index-specific rule fails (see the subclass).
+            ClosedError: the index is closed.
+        """
+        with self._lock:
+            self._check_open()
+            problem = self._entry_problem() if self._entries else None
+            if problem is None and self._length % self.entry_size:
+                problem = f"length {self._length} is not a multiple of {self.entry_size} bytes"
+            if problem is not None:
+                raise CorruptIndexError(
+                    f"{self._path.name}: {problem}; indexes are rebuilt from the .log on open, "
+                    "or run 'seglog recover DIR'"
+                )
+
+    def _entry_problem(self) -> str | None:
+        # Called with at least one entry; subclasses add their own rules first.
+        last_offset = self._base_offset + self._relative_offset_at(self._entries - 1)
+        if last_offset < self._base_offset:
+            return f"last offset {last_offset} is below base offset {self._base_offset}"
+        return None
+
+    def resize(self, size: int) -> bool:
+        """Set the file length to ``size`` rounded down to whole entries and remap it.
+
+        Returns ``False`` (and does nothing) when the rounded size equals the
+        current length. The old mapping is closed before the file changes size.
+
+        Raises:
+            InvalidIndexSizeError: the new size cannot hold the current entries.
+            ClosedError, ReadOnlyIndexError, StorageError.
+        """
+        with self._lock:
+            self._check_writable()
+            rounded = self._round_down(size)
+            if rounded == self._length:
+                return False
+            if rounded < self.size_bytes:
+                raise InvalidIndexSizeError(
+                    f"{self._path}: cannot resize to {rounded} bytes, {self._entries} entries "
+                    f"need {self.size_bytes}; truncate first"
+                )
+            if self._mm is not None:
+                self._mm.close()
+                self._mm = None
+            try:
+                fd = os.open(self._path, os.O_RDWR)
+                try:
+                    os.ftruncate(fd, rounded)
+                    self._mm, self._length = self._map(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                self._length = 0  # no mapping: reads see no slots until a resize succeeds
+                raise StorageError(f"{self._path}: cannot resize index to {rounded} bytes: {exc}") from exc
+            return True
+
+    def trim_to_valid_size(self) -> bool:
+        """Cut the file to exactly its valid entries (done at roll and close).
+
+        Raises:
+            ClosedError, ReadOnlyIndexError, StorageError.
+        """
+        with self._lock:
+            return self.resize(self.size_bytes)
+
+    def reset(self) -> None:
+        """Remove every entry and grow the file back to ``max_index_size`` (before a rebuild).
+
+        Raises:
+            ClosedError, ReadOnlyIndexError, InvalidIndexSizeError, StorageError.
+        """
+        with self._lock:
+            self.truncate()
+            if self._max_index_size < self.entry_size:
+                raise InvalidIndexSizeError(
+                    f"{self._path}: max index size {self._max_index_size} is below one entry ({self.entry_size} bytes)"
+                )
+            self.resize(self._max_index_size)
+
+    def flush(self) -> None:
+        """Write dirty pages of the mapping to disk (``msync``).
+
+        Raises:
+            ClosedError, StorageError.
+        """
+        with self._lock:
+            self._check_open()
+            if self._mm is not None and self._writable:
+                try:
+                    self._mm.flush()
+                except OSError as exc:
+                    raise StorageError(f"{self._path}: cannot flush index: {exc}") from exc
+
+    def close(self) -> None:
+        """Trim a writable index to its valid entries and unmap it. Idempotent.
+
+        Raises:
+            StorageError: the trim failed (the mapping is released anyway).
+        """
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._writable:
+                    self.trim_to_valid_size()
+            finally:
+                self.close_handler()
+
+    def close_handler(self) -> None:
+        """Unmap without trimming or writing anything (Kafka's ``closeHandler``). Idempotent."""
+        with self._lock:
+            self._closed = True
+            if self._mm is not None:
+                self._mm.close()
+                self._mm = None
+
+    def delete(self) -> bool:
+        """Unmap and delete the file; returns whether it existed. The index is closed after.
+
+        Raises:
+            StorageError: the file exists but cannot be removed.
+        """
+        with self._lock:
+            self.close_handler()
+            return delete_file(self._path, "index")
+
+    def rename_to(self, path: PathLike) -> None:
+        """Atomically rename the file; the index follows it even when the rename fails.
+
+        Raises:
+            StorageError: the rename failed.
+        """
+        with self._lock:
+            target = Path(path)
+            try:
+                rename_file(self._path, target, "index", missing_ok=False)
+            finally:
+                self._path = target
+
+    def update_parent_dir(self, directory: PathLike) -> None:
+        """Follow the file to the same name in ``directory`` (its directory was moved); no I/O."""
+        with self._lock:
+            self._path = Path(directory) / self._path.name
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            warnings.warn(f"unclosed index {self._path}", ResourceWarning, stacklevel=2, source=self)
+            self.close_handler()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self._entries}/{self.max_entries} entries"
+        return f"<{type(self).__name__} {self._path} base_offset={self._base_offset} {state}>"

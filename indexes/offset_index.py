@@ -1,0 +1,168 @@
+"""The offset index (``.index``): sparse map from offset to position in the ``.log``.
+
+Owns: :class:`OffsetIndex` and its entry value :class:`OffsetPosition`.
+
+Must not import: ``segments``, ``engine`` or ``tools``.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final, NamedTuple
+
+from indexes.abstract import AbstractIndex, PathLike
+from indexes.errors import IndexFullError, InvalidOffsetError
+from indexes.search import largest_lower_bound, smallest_upper_bound
+
+__all__ = ["OFFSET_ENTRY", "OffsetIndex", "OffsetPosition"]
+
+#: One ``.index`` entry: big-endian int32 relative offset, int32 position.
+#: Part of the on-disk format (byte-compatible with Kafka).
+OFFSET_ENTRY: Final = struct.Struct(">ii")
+_KEY: Final = struct.Struct(">i")  # one int32 column of OFFSET_ENTRY
+_POSITION_FIELD: Final = 4  # byte offset of the position inside an entry (format)
+
+
+class OffsetPosition(NamedTuple):
+    """An offset and the byte position in the ``.log`` of the batch that holds it."""
+
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    """Sparse offset index of one segment: ``(offset, position)`` pairs in offset order.
+
+    On disk: 8-byte entries, big-endian ``int32 relative_offset`` (offset minus
+    the base offset) and ``int32 position`` (byte position in the ``.log`` of the
+    batch start), no header and no checksum, preallocated to ``max_index_size``
+    rounded down to a multiple of 8 and trimmed at close (Kafka's ``.index``,
+    byte for byte). The segment writes one entry per ``index_interval_bytes`` of
+    log: the batch's last offset and its start position. Offsets strictly
+    increase; positions never decrease.
+
+    Concurrency: as :class:`AbstractIndex` (one lock; any thread).
+    """
+
+    entry_size = OFFSET_ENTRY.size
+    _offset_column = (_KEY, 0)
+
+    def __init__(self, path: PathLike, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
+        """Open or create the index; ``max_index_size=-1`` is only valid for an existing file.
+
+        Raises:
+            InvalidIndexSizeError, StorageError: see :class:`AbstractIndex`.
+        """
+        super().__init__(path, base_offset, max_index_size, writable)
+        self._last_offset = self._read_last_offset()
+
+    def _read_last_offset(self) -> int:
+        if self._entries == 0:
+            return self._base_offset
+        return self._base_offset + self._relative_offset_at(self._entries - 1)
+
+    def _parse(self, slot: int) -> OffsetPosition:
+        rel, position = OFFSET_ENTRY.unpack_from(self._buffer(), slot * OFFSET_ENTRY.size)
+        return OffsetPosition(self._base_offset + rel, position)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+        self._last_offset = self._read_last_offset()
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or the base offset when the index is empty."""
+        return self._last_offset
+
+    def entry(self, n: int) -> OffsetPosition:
+        """The entry in slot ``n``.
+
+        Raises:
+            SlotOutOfRangeError: ``n`` is not below :attr:`entries`.
+            ClosedError: the index is closed.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_slot(n)
+            return self._parse(n)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset ``<= target_offset``.
+
+        Returns ``(base_offset, 0)`` when the index is empty or every entry is
+        above the target: the scan for the target then starts at the file start.
+
+        Raises:
+            ClosedError: the index is closed.
+        """
+        with self._lock:
+            self._check_open()
+            slot = largest_lower_bound(
+                self._view(), self._entries, target_offset - self._base_offset, key=_KEY, stride=8
+            )
+            if slot is None:
+                return OffsetPosition(self._base_offset, 0)
+            return self._parse(slot)
+
+    def lookup_ceiling(self, target_offset: int) -> OffsetPosition | None:
+        """The entry with the smallest offset ``>= target_offset``, or ``None``.
+
+        Raises:
+            ClosedError: the index is closed.
+        """
+        with self._lock:
+            self._check_open()
+            slot = smallest_upper_bound(
+                self._view(), self._entries, target_offset - self._base_offset, key=_KEY, stride=8
+            )
+            return None if slot is None else self._parse(slot)
+
+    def fetch_upper_bound_offset(self, fetch_offset: OffsetPosition, fetch_size: int) -> OffsetPosition | None:
+        """The first entry whose position is ``>= fetch_offset.position + fetch_size``, or ``None``.
+
+        Tells a reader which offset a fetch of ``fetch_size`` bytes starting at
+        ``fetch_offset`` cannot reach (Kafka's ``fetchUpperBoundOffset``).
+
+        Raises:
+            ClosedError: the index is closed.
+        """
+        with self._lock:
+            self._check_open()
+            slot = smallest_upper_bound(
+                self._view(),
+                self._entries,
+                fetch_offset.position + fetch_size,
+                key=_KEY,
+                stride=8,
+                field=_POSITION_FIELD,
+            )
+            return None if slot is None else self._parse(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``(offset, position)`` after the last entry.
+
+        Raises:
+            IndexFullError: no free slot (checked first; the segment must roll).
+            InvalidOffsetError: ``offset`` is not above :attr:`last_offset` (non-empty index).
+            IndexOffsetOverflowError: ``offset - base_offset`` is outside ``[0, 2**31-1]``.
+            ClosedError, ReadOnlyIndexError.
+        """
+        with self._lock:
+            self._check_writable()
+            if self.is_full:
+                raise IndexFullError(
+                    f"{self._path}: cannot append offset {offset}, the index is full "
+                    f"({self._entries} entries in {self._length} bytes); roll the segment"
+                )
+            if self._entries and offset <= self._last_offset:
+                raise InvalidOffsetError(
+                    f"{self._path}: cannot append offset {offset} (position {position}), it is not above "
+                    f"the last offset {self._last_offset}; offsets in an index must increase"
+                )
+            # Positions come from the segment, which never exceeds segment_bytes (an int32).
+            assert 0 <= position <= 2**31 - 1, position
+            OFFSET_ENTRY.pack_into(
+                self._buffer(), self._entries * OFFSET_ENTRY.size, self.relative_offset(offset), position
+            )
+            self._entries += 1
+            self._last_offset = offset

@@ -1,0 +1,170 @@
+"""The time index (``.timeindex``): sparse map from timestamp to offset.
+
+Owns: :class:`TimeIndex` and its entry value :class:`TimestampOffset`.
+
+Must not import: ``segments``, ``engine`` or ``tools``.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final, NamedTuple
+
+from indexes.abstract import AbstractIndex, PathLike
+from indexes.errors import IndexFullError, InvalidOffsetError, InvalidTimestampError
+from indexes.search import largest_lower_bound
+
+__all__ = ["NO_TIMESTAMP", "TIME_ENTRY", "TimeIndex", "TimestampOffset"]
+
+#: One ``.timeindex`` entry: big-endian int64 timestamp (ms), int32 relative offset.
+#: Part of the on-disk format (byte-compatible with Kafka).
+TIME_ENTRY: Final = struct.Struct(">qi")
+_TIMESTAMP: Final = struct.Struct(">q")  # the key column of TIME_ENTRY
+_OFFSET: Final = struct.Struct(">i")  # the value column of TIME_ENTRY
+_OFFSET_FIELD: Final = 8  # byte offset of the relative offset inside an entry (format)
+
+#: Kafka's "no timestamp" value (RecordBatch.NO_TIMESTAMP).
+NO_TIMESTAMP: Final = -1
+
+
+class TimestampOffset(NamedTuple):
+    """A timestamp (ms) and an offset: no record before ``offset`` has a larger timestamp."""
+
+    timestamp: int
+    offset: int
+
+
+class TimeIndex(AbstractIndex):
+    """Sparse time index of one segment: ``(timestamp, offset)`` pairs, both increasing.
+
+    On disk: 12-byte entries, big-endian ``int64 timestamp`` (ms since the
+    epoch) and ``int32 relative_offset``, no header and no checksum,
+    preallocated to ``max_index_size`` rounded down to a multiple of 12 and
+    trimmed at close (Kafka's ``.timeindex``, byte for byte). An entry
+    ``(T, O)`` says: the largest timestamp among records before offset ``O`` is
+    ``T``, so any record with a timestamp above ``T`` is at or after ``O``.
+    Timestamps strictly increase from entry to entry (an append that does not
+    raise the timestamp is skipped); offsets never decrease. The last slot is
+    reserved for the entry the segment writes when it rolls or closes
+    (``maybe_append(..., skip_full_check=True)``), so :attr:`is_full` is true
+    one slot early.
+
+    Concurrency: as :class:`AbstractIndex` (one lock; any thread).
+    """
+
+    entry_size = TIME_ENTRY.size
+    _offset_column = (_OFFSET, _OFFSET_FIELD)
+
+    def __init__(self, path: PathLike, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
+        """Open or create the index; ``max_index_size=-1`` is only valid for an existing file.
+
+        Raises:
+            InvalidIndexSizeError, StorageError: see :class:`AbstractIndex`.
+        """
+        super().__init__(path, base_offset, max_index_size, writable)
+        self._last_entry = self._read_last_entry()
+
+    def _read_last_entry(self) -> TimestampOffset:
+        if self._entries == 0:
+            return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        return self._parse(self._entries - 1)
+
+    def _parse(self, slot: int) -> TimestampOffset:
+        timestamp, rel = TIME_ENTRY.unpack_from(self._buffer(), slot * TIME_ENTRY.size)
+        return TimestampOffset(timestamp, self._base_offset + rel)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+        self._last_entry = self._read_last_entry()
+
+    def resize(self, size: int) -> bool:
+        """As :meth:`AbstractIndex.resize`; the cached last entry is re-read after a change."""
+        with self._lock:
+            changed = super().resize(size)
+            if changed:
+                self._last_entry = self._read_last_entry()
+            return changed
+
+    @property
+    def is_full(self) -> bool:
+        """Whether only the reserved last slot (or none) is free."""
+        return self._entries >= self.max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(-1, base_offset)`` when the index is empty."""
+        return self._last_entry
+
+    def entry(self, n: int) -> TimestampOffset:
+        """The entry in slot ``n``.
+
+        Raises:
+            SlotOutOfRangeError: ``n`` is not below :attr:`entries`.
+            ClosedError: the index is closed.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_slot(n)
+            return self._parse(n)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp ``<= target_timestamp``.
+
+        Returns ``(-1, base_offset)`` when the index is empty or every entry is
+        above the target: the scan for the target then starts at the base offset.
+
+        Raises:
+            ClosedError: the index is closed.
+        """
+        with self._lock:
+            self._check_open()
+            slot = largest_lower_bound(self._view(), self._entries, target_timestamp, key=_TIMESTAMP, stride=12)
+            if slot is None:
+                return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+            return self._parse(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's; otherwise do nothing.
+
+        ``skip_full_check=True`` lets the roll/close entry use the reserved last slot.
+
+        Raises:
+            IndexFullError: the index is full and ``skip_full_check`` is false,
+                or not even the reserved slot is free.
+            InvalidOffsetError: ``offset`` is below the last entry's offset.
+            InvalidTimestampError: ``timestamp`` is below the last entry's timestamp.
+            IndexOffsetOverflowError: ``offset - base_offset`` is outside ``[0, 2**31-1]``.
+            ClosedError, ReadOnlyIndexError.
+        """
+        with self._lock:
+            self._check_writable()
+            if (not skip_full_check and self.is_full) or self._entries >= self.max_entries:
+                raise IndexFullError(
+                    f"{self._path}: cannot append timestamp {timestamp} at offset {offset}, the index is "
+                    f"full ({self._entries} entries in {self._length} bytes); roll the segment"
+                )
+            last_timestamp, last_offset = self._last_entry
+            if self._entries and offset < last_offset:
+                raise InvalidOffsetError(
+                    f"{self._path}: cannot append offset {offset} (timestamp {timestamp}), it is below the "
+                    f"last offset {last_offset}; offsets in a time index must not decrease"
+                )
+            if self._entries and timestamp < last_timestamp:
+                raise InvalidTimestampError(
+                    f"{self._path}: cannot append timestamp {timestamp} (offset {offset}), it is below the "
+                    f"last timestamp {last_timestamp}; append the largest timestamp seen so far"
+                )
+            # Only a larger timestamp is new information; an equal one (the roll
+            # entry repeated at close, or -1 on an empty index) is skipped.
+            if timestamp > last_timestamp:
+                TIME_ENTRY.pack_into(
+                    self._buffer(), self._entries * TIME_ENTRY.size, timestamp, self.relative_offset(offset)
+                )
+                self._entries += 1
+                self._last_entry = TimestampOffset(timestamp, offset)
+
+    def _entry_problem(self) -> str | None:
+        first_timestamp = self._parse(0).timestamp
+        if self._last_entry.timestamp < first_timestamp:
+            return f"last timestamp {self._last_entry.timestamp} is below first timestamp {first_timestamp}"
+        return super()._entry_problem()
