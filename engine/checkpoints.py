@@ -1,0 +1,84 @@
+"""Kafka's offset checkpoint files: ``recovery-point-offset-checkpoint`` and friends.
+
+Format (Kafka's ``CheckpointFile``), text, one item per line::
+
+    0                     <- version
+    2                     <- number of entries
+    orders 0 1234         <- topic, partition, offset
+    orders 1 99
+
+Parsing is strict and pure: a file that does not follow the format raises
+:class:`~engine.errors.CorruptionError`, and the engine then falls back to the
+safe choice (recover everything) rather than trusting it. Writing is atomic
+(temp file, fsync, rename, directory fsync) and lives in the engine.
+
+Must not import: ``tools``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from engine.errors import CorruptionError
+from engine.names import validate_topic
+
+__all__ = [
+    "LOG_START_OFFSET_CHECKPOINT",
+    "RECOVERY_POINT_CHECKPOINT",
+    "format_checkpoint",
+    "parse_checkpoint",
+]
+
+RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
+CHECKPOINT_VERSION: Final = 0  # part of the file format
+MAX_CHECKPOINT_ENTRIES: Final = 10_000_000  # bound before allocating anything from a count on disk
+
+TopicPartition = tuple[str, int]
+
+
+def format_checkpoint(offsets: Mapping[TopicPartition, int]) -> bytes:
+    """The checkpoint file's bytes for ``offsets`` (sorted, for stable diffs)."""
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def parse_checkpoint(data: bytes, *, name: str = "checkpoint") -> dict[TopicPartition, int]:
+    """Parse a checkpoint file's bytes.
+
+    Raises:
+        CorruptionError: wrong version, a count that does not match the lines,
+            a malformed line, a bad topic name or a negative offset.
+    """
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise CorruptionError(f"{name}: not ASCII text") from exc
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CorruptionError(f"{name}: expected a version and a count, got {len(lines)} line(s)")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CorruptionError(f"{name}: unsupported version {lines[0].strip()!r} (expected {CHECKPOINT_VERSION})")
+    try:
+        count = int(lines[1])
+    except ValueError as exc:
+        raise CorruptionError(f"{name}: entry count {lines[1]!r} is not a number") from exc
+    if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or count != len(lines) - 2:
+        raise CorruptionError(f"{name}: header says {count} entries but the file has {len(lines) - 2}")
+    out: dict[TopicPartition, int] = {}
+    for number, line in enumerate(lines[2:], start=3):
+        parts = line.split(" ")
+        if len(parts) != 3:
+            raise CorruptionError(f"{name}: line {number} is not 'topic partition offset': {line!r}")
+        topic, partition_text, offset_text = parts
+        try:
+            validate_topic(topic)
+            partition, offset = int(partition_text), int(offset_text)
+        except (ValueError, TypeError) as exc:
+            raise CorruptionError(f"{name}: line {number} is malformed: {line!r}") from exc
+        if partition < 0 or offset < 0:
+            raise CorruptionError(f"{name}: line {number} has a negative number: {line!r}")
+        out[(topic, partition)] = offset
+    return out
