@@ -28,7 +28,7 @@ from indexes.errors import (
     SlotOutOfRangeError,
     StorageError,
 )
-from indexes.search import Buffer, largest_lower_bound
+from indexes.search import largest_lower_bound
 
 __all__ = ["INT32_MAX", "AbstractIndex", "PathLike", "delete_file", "rename_file"]
 
@@ -100,7 +100,9 @@ class AbstractIndex(ABC):
             StorageError: the file cannot be created, opened, sized or mapped.
         """
         self._lock = threading.RLock()
-        self._mm: mmap.mmap | None = None
+        # The mapping, or b"" for an empty file (mmap refuses those): reads of the
+        # first `entries` slots then need no None check on the lookup path.
+        self._mm: mmap.mmap | bytes = b""
         self._closed = True  # until the mapping exists, __del__ has nothing to report
         self._path = Path(path)
         self._base_offset = base_offset
@@ -126,7 +128,7 @@ class AbstractIndex(ABC):
             raise StorageError(f"{self._path}: cannot size or map index file: {exc}") from exc
         finally:
             os.close(fd)
-            if newly_created and self._mm is None:
+            if newly_created and not isinstance(self._mm, mmap.mmap):
                 self._path.unlink(missing_ok=True)  # do not leave a half-made file behind
         # A new file starts empty; an existing one is taken as full of valid entries.
         self._entries = 0 if newly_created else self._length // self.entry_size
@@ -134,29 +136,20 @@ class AbstractIndex(ABC):
 
     # -- helpers for subclasses -------------------------------------------------
 
-    def _map(self, fd: int) -> tuple[mmap.mmap | None, int]:
+    def _map(self, fd: int) -> tuple[mmap.mmap | bytes, int]:
         length = os.fstat(fd).st_size
         if length == 0:  # mmap refuses empty files; an empty index has nothing to read
-            return None, 0
+            return b"", 0
         access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
         return mmap.mmap(fd, length, access=access), length
 
     def _round_down(self, size: int) -> int:
         return size - size % self.entry_size
 
-    def _buffer(self) -> mmap.mmap:
-        # Callers read slot < self._entries, which implies a non-empty mapping.
-        assert self._mm is not None
-        return self._mm
-
     def _relative_offset_at(self, slot: int) -> int:
         key, field = self._offset_column
-        relative: int = key.unpack_from(self._buffer(), slot * self.entry_size + field)[0]
+        relative: int = key.unpack_from(self._mm, slot * self.entry_size + field)[0]
         return relative
-
-    def _view(self) -> Buffer:
-        # What the search reads: the mapping, or no bytes for an empty file.
-        return b"" if self._mm is None else self._mm
 
     def _check_open(self) -> None:
         if self._closed:
@@ -264,17 +257,14 @@ class AbstractIndex(ABC):
         """
         with self._lock:
             self._check_writable()
-            relative = offset - self._base_offset
+            # Keep the entries below `offset`: the floor of `offset - 1` and all before
+            # it. Exact for integer offsets, and right where the time index repeats an
+            # offset (same offset, larger timestamp), unlike an exact-hit test.
             key, field = self._offset_column
             slot = largest_lower_bound(
-                self._view(), self._entries, relative, key=key, stride=self.entry_size, field=field
+                self._mm, self._entries, offset - 1 - self._base_offset, key=key, stride=self.entry_size, field=field
             )
-            if slot is None:
-                keep = 0
-            elif self._relative_offset_at(slot) == relative:
-                keep = slot  # the entry for `offset` itself goes too
-            else:
-                keep = slot + 1
+            keep = 0 if slot is None else slot + 1
             self._truncate_to_entries(keep)
 
     def sanity_check(self) -> None:
@@ -324,9 +314,7 @@ class AbstractIndex(ABC):
                     f"{self._path}: cannot resize to {rounded} bytes, {self._entries} entries "
                     f"need {self.size_bytes}; truncate first"
                 )
-            if self._mm is not None:
-                self._mm.close()
-                self._mm = None
+            self._unmap()
             try:
                 fd = os.open(self._path, os.O_RDWR)
                 try:
@@ -370,7 +358,7 @@ class AbstractIndex(ABC):
         """
         with self._lock:
             self._check_open()
-            if self._mm is not None and self._writable:
+            if isinstance(self._mm, mmap.mmap) and self._writable:
                 try:
                     self._mm.flush()
                 except OSError as exc:
@@ -395,9 +383,12 @@ class AbstractIndex(ABC):
         """Unmap without trimming or writing anything (Kafka's ``closeHandler``). Idempotent."""
         with self._lock:
             self._closed = True
-            if self._mm is not None:
-                self._mm.close()
-                self._mm = None
+            self._unmap()
+
+    def _unmap(self) -> None:
+        if isinstance(self._mm, mmap.mmap):
+            self._mm.close()
+        self._mm = b""
 
     def delete(self) -> bool:
         """Unmap and delete the file; returns whether it existed. The index is closed after.

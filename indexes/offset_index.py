@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
-from indexes.abstract import AbstractIndex, PathLike
+from indexes.abstract import INT32_MAX, AbstractIndex, PathLike
 from indexes.errors import IndexFullError, InvalidOffsetError
 from indexes.search import largest_lower_bound, smallest_upper_bound
 
@@ -28,6 +28,9 @@ class OffsetPosition(NamedTuple):
 
     offset: int
     position: int
+
+
+_new_tuple: Final = tuple.__new__
 
 
 class OffsetIndex(AbstractIndex):
@@ -62,8 +65,9 @@ class OffsetIndex(AbstractIndex):
         return self._base_offset + self._relative_offset_at(self._entries - 1)
 
     def _parse(self, slot: int) -> OffsetPosition:
-        rel, position = OFFSET_ENTRY.unpack_from(self._buffer(), slot * OFFSET_ENTRY.size)
-        return OffsetPosition(self._base_offset + rel, position)
+        rel, position = OFFSET_ENTRY.unpack_from(self._mm, slot * OFFSET_ENTRY.size)
+        # tuple.__new__ skips NamedTuple's Python-level __new__: 100 ns instead of 215 per result.
+        return _new_tuple(OffsetPosition, (self._base_offset + rel, position))
 
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
@@ -96,10 +100,9 @@ class OffsetIndex(AbstractIndex):
             ClosedError: the index is closed.
         """
         with self._lock:
-            self._check_open()
-            slot = largest_lower_bound(
-                self._view(), self._entries, target_offset - self._base_offset, key=_KEY, stride=8
-            )
+            if self._closed:
+                self._check_open()
+            slot = largest_lower_bound(self._mm, self._entries, target_offset - self._base_offset, key=_KEY, stride=8)
             if slot is None:
                 return OffsetPosition(self._base_offset, 0)
             return self._parse(slot)
@@ -111,10 +114,9 @@ class OffsetIndex(AbstractIndex):
             ClosedError: the index is closed.
         """
         with self._lock:
-            self._check_open()
-            slot = smallest_upper_bound(
-                self._view(), self._entries, target_offset - self._base_offset, key=_KEY, stride=8
-            )
+            if self._closed:
+                self._check_open()
+            slot = smallest_upper_bound(self._mm, self._entries, target_offset - self._base_offset, key=_KEY, stride=8)
             return None if slot is None else self._parse(slot)
 
     def fetch_upper_bound_offset(self, fetch_offset: OffsetPosition, fetch_size: int) -> OffsetPosition | None:
@@ -127,9 +129,10 @@ class OffsetIndex(AbstractIndex):
             ClosedError: the index is closed.
         """
         with self._lock:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             slot = smallest_upper_bound(
-                self._view(),
+                self._mm,
                 self._entries,
                 fetch_offset.position + fetch_size,
                 key=_KEY,
@@ -148,21 +151,24 @@ class OffsetIndex(AbstractIndex):
             ClosedError, ReadOnlyIndexError.
         """
         with self._lock:
-            self._check_writable()
-            if self.is_full:
+            if self._closed or not self._writable:
+                self._check_writable()
+            entries = self._entries
+            if entries >= self._length // OFFSET_ENTRY.size:
                 raise IndexFullError(
                     f"{self._path}: cannot append offset {offset}, the index is full "
-                    f"({self._entries} entries in {self._length} bytes); roll the segment"
+                    f"({entries} entries in {self._length} bytes); roll the segment"
                 )
-            if self._entries and offset <= self._last_offset:
+            if entries and offset <= self._last_offset:
                 raise InvalidOffsetError(
                     f"{self._path}: cannot append offset {offset} (position {position}), it is not above "
                     f"the last offset {self._last_offset}; offsets in an index must increase"
                 )
+            relative = offset - self._base_offset
+            if not 0 <= relative <= INT32_MAX:
+                self.relative_offset(offset)  # raises IndexOffsetOverflowError with the message
             # Positions come from the segment, which never exceeds segment_bytes (an int32).
-            assert 0 <= position <= 2**31 - 1, position
-            OFFSET_ENTRY.pack_into(
-                self._buffer(), self._entries * OFFSET_ENTRY.size, self.relative_offset(offset), position
-            )
+            assert 0 <= position <= INT32_MAX, position
+            OFFSET_ENTRY.pack_into(self._mm, entries * OFFSET_ENTRY.size, relative, position)
             self._entries += 1
             self._last_offset = offset

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
-from indexes.abstract import AbstractIndex, PathLike
+from indexes.abstract import INT32_MAX, AbstractIndex, PathLike
 from indexes.errors import IndexFullError, InvalidOffsetError, InvalidTimestampError
 from indexes.search import largest_lower_bound
 
@@ -32,6 +32,9 @@ class TimestampOffset(NamedTuple):
 
     timestamp: int
     offset: int
+
+
+_new_tuple: Final = tuple.__new__
 
 
 class TimeIndex(AbstractIndex):
@@ -70,8 +73,9 @@ class TimeIndex(AbstractIndex):
         return self._parse(self._entries - 1)
 
     def _parse(self, slot: int) -> TimestampOffset:
-        timestamp, rel = TIME_ENTRY.unpack_from(self._buffer(), slot * TIME_ENTRY.size)
-        return TimestampOffset(timestamp, self._base_offset + rel)
+        timestamp, rel = TIME_ENTRY.unpack_from(self._mm, slot * TIME_ENTRY.size)
+        # tuple.__new__ skips NamedTuple's Python-level __new__ (100 ns instead of 215).
+        return _new_tuple(TimestampOffset, (timestamp, self._base_offset + rel))
 
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
@@ -117,8 +121,9 @@ class TimeIndex(AbstractIndex):
             ClosedError: the index is closed.
         """
         with self._lock:
-            self._check_open()
-            slot = largest_lower_bound(self._view(), self._entries, target_timestamp, key=_TIMESTAMP, stride=12)
+            if self._closed:
+                self._check_open()
+            slot = largest_lower_bound(self._mm, self._entries, target_timestamp, key=_TIMESTAMP, stride=12)
             if slot is None:
                 return TimestampOffset(NO_TIMESTAMP, self._base_offset)
             return self._parse(slot)
@@ -137,19 +142,22 @@ class TimeIndex(AbstractIndex):
             ClosedError, ReadOnlyIndexError.
         """
         with self._lock:
-            self._check_writable()
-            if (not skip_full_check and self.is_full) or self._entries >= self.max_entries:
+            if self._closed or not self._writable:
+                self._check_writable()
+            entries = self._entries
+            free = self._length // TIME_ENTRY.size - entries  # the reserved slot counts only at roll
+            if free <= 0 or (free == 1 and not skip_full_check):
                 raise IndexFullError(
                     f"{self._path}: cannot append timestamp {timestamp} at offset {offset}, the index is "
-                    f"full ({self._entries} entries in {self._length} bytes); roll the segment"
+                    f"full ({entries} entries in {self._length} bytes); roll the segment"
                 )
             last_timestamp, last_offset = self._last_entry
-            if self._entries and offset < last_offset:
+            if entries and offset < last_offset:
                 raise InvalidOffsetError(
                     f"{self._path}: cannot append offset {offset} (timestamp {timestamp}), it is below the "
                     f"last offset {last_offset}; offsets in a time index must not decrease"
                 )
-            if self._entries and timestamp < last_timestamp:
+            if entries and timestamp < last_timestamp:
                 raise InvalidTimestampError(
                     f"{self._path}: cannot append timestamp {timestamp} (offset {offset}), it is below the "
                     f"last timestamp {last_timestamp}; append the largest timestamp seen so far"
@@ -157,11 +165,12 @@ class TimeIndex(AbstractIndex):
             # Only a larger timestamp is new information; an equal one (the roll
             # entry repeated at close, or -1 on an empty index) is skipped.
             if timestamp > last_timestamp:
-                TIME_ENTRY.pack_into(
-                    self._buffer(), self._entries * TIME_ENTRY.size, timestamp, self.relative_offset(offset)
-                )
-                self._entries += 1
-                self._last_entry = TimestampOffset(timestamp, offset)
+                relative = offset - self._base_offset
+                if not 0 <= relative <= INT32_MAX:
+                    self.relative_offset(offset)  # raises IndexOffsetOverflowError with the message
+                TIME_ENTRY.pack_into(self._mm, entries * TIME_ENTRY.size, timestamp, relative)
+                self._entries = entries + 1
+                self._last_entry = _new_tuple(TimestampOffset, (timestamp, offset))
 
     def _entry_problem(self) -> str | None:
         first_timestamp = self._parse(0).timestamp

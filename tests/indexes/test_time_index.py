@@ -158,3 +158,15 @@ def test_full_after_reopen_of_trimmed_file(tmp_path: Path) -> None:
         assert index.is_full
     with TimeIndex(path, 0) as index:
         assert index.is_full and index.max_entries == 2
+
+
+def test_truncate_to_removes_every_entry_of_a_repeated_offset(tix: TimeIndex) -> None:
+    # Same offset, larger timestamp is a valid append; truncating to that offset removes the whole run.
+    for ts, off in ((10, 50), (20, 50), (30, 50), (40, 60)):
+        tix.maybe_append(ts, off)
+    tix.truncate_to(50)
+    assert (tix.entries, tix.last_entry) == (0, (-1, BASE))
+    for ts, off in ((10, 46), (20, 50), (30, 50), (40, 60)):
+        tix.maybe_append(ts, off)
+    tix.truncate_to(50)
+    assert (tix.entries, tix.last_entry) == (1, (10, 46))
