@@ -364,3 +364,20 @@ def test_concurrent_appends_and_lookups_from_threads(tmp_path: Path) -> None:
     index.close()
     assert errors == []
     assert index.closed
+
+
+def test_failed_resize_leaves_an_empty_usable_index(tmp_path: Path) -> None:
+    # The disk "fails" the remap (the file vanished): the index drops its entries,
+    # which only makes readers scan from the segment start, and stays closable.
+    path = tmp_path / "x.index"
+    index = OffsetIndex(path, 10, max_index_size=80)
+    index.append(12, 100)
+    path.unlink()
+    with pytest.raises(StorageError, match="cannot resize"):
+        index.resize(160)
+    assert (index.entries, index.last_offset, index.lookup(50)) == (0, 10, (10, 0))
+    assert index.is_full
+    with pytest.raises(IndexFullError):
+        index.append(13, 0)
+    index.close()  # nothing left to trim
+    assert index.closed
