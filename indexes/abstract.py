@@ -17,7 +17,7 @@ import warnings
 from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Self
+from typing import Final, Generic, Self, TypeVar
 
 from indexes.errors import (
     ClosedError,
@@ -30,13 +30,14 @@ from indexes.errors import (
 )
 from indexes.search import largest_lower_bound
 
-__all__ = ["INT32_MAX", "AbstractIndex", "PathLike", "delete_file", "rename_file"]
+__all__ = ["INT32_MAX", "AbstractIndex", "EntryT", "PathLike", "delete_file", "rename_file"]
 
 #: Largest relative offset and position an index entry can hold: both are
 #: stored as big-endian int32 (part of the format, as in Kafka).
 INT32_MAX: Final = 2**31 - 1
 
 PathLike = str | os.PathLike[str]
+EntryT = TypeVar("EntryT", bound=tuple[int, int])
 
 
 def delete_file(path: Path, what: str) -> bool:
@@ -69,7 +70,7 @@ def rename_file(source: Path, target: Path, what: str, *, missing_ok: bool) -> N
         raise StorageError(f"{source}: cannot rename {what} to {target}: {exc}") from exc
 
 
-class AbstractIndex(ABC):
+class AbstractIndex(ABC, Generic[EntryT]):
     """A preallocated, memory-mapped file of fixed-size big-endian entries.
 
     On disk: ``entries * entry_size`` bytes of entries, followed while the file
@@ -161,13 +162,13 @@ class AbstractIndex(ABC):
         if not self._writable:
             raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
 
-    def _check_slot(self, n: int) -> None:
-        if not 0 <= n < self._entries:
-            raise SlotOutOfRangeError(f"{self._path}: slot {n} out of range, the index has {self._entries} entries")
-
     @abstractmethod
     def _truncate_to_entries(self, entries: int) -> None:
         """Keep the first ``entries`` entries and reload any cached last entry."""
+
+    @abstractmethod
+    def _parse(self, slot: int) -> EntryT:
+        """The entry in ``slot`` (a valid slot), with absolute offsets."""
 
     # -- public API ---------------------------------------------------------------
 
@@ -220,6 +221,19 @@ class AbstractIndex(ABC):
     def is_full(self) -> bool:
         """Whether no slot is free for an append."""
         return self._entries >= self.max_entries
+
+    def entry(self, n: int) -> EntryT:
+        """The entry in slot ``n``.
+
+        Raises:
+            SlotOutOfRangeError: ``n`` is not below :attr:`entries`.
+            ClosedError: the index is closed.
+        """
+        with self._lock:
+            self._check_open()
+            if not 0 <= n < self._entries:
+                raise SlotOutOfRangeError(f"{self._path}: slot {n} out of range, the index has {self._entries} entries")
+            return self._parse(n)
 
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset`` as stored in an entry.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from indexes.abstract import AbstractIndex, PathLike, delete_file, rename_file
 from indexes.offset_index import OffsetIndex
@@ -22,7 +22,7 @@ from indexes.time_index import TimeIndex
 
 __all__ = ["LazyIndex"]
 
-IndexT = TypeVar("IndexT", bound=AbstractIndex)
+IndexT = TypeVar("IndexT", bound=AbstractIndex[Any])
 
 
 class LazyIndex(Generic[IndexT]):

@@ -33,7 +33,7 @@ class OffsetPosition(NamedTuple):
 _new_tuple: Final = tuple.__new__
 
 
-class OffsetIndex(AbstractIndex):
+class OffsetIndex(AbstractIndex[OffsetPosition]):
     """Sparse offset index of one segment: ``(offset, position)`` pairs in offset order.
 
     On disk: 8-byte entries, big-endian ``int32 relative_offset`` (offset minus
@@ -77,18 +77,6 @@ class OffsetIndex(AbstractIndex):
     def last_offset(self) -> int:
         """Offset of the last entry, or the base offset when the index is empty."""
         return self._last_offset
-
-    def entry(self, n: int) -> OffsetPosition:
-        """The entry in slot ``n``.
-
-        Raises:
-            SlotOutOfRangeError: ``n`` is not below :attr:`entries`.
-            ClosedError: the index is closed.
-        """
-        with self._lock:
-            self._check_open()
-            self._check_slot(n)
-            return self._parse(n)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset ``<= target_offset``.

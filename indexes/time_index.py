@@ -37,7 +37,7 @@ class TimestampOffset(NamedTuple):
 _new_tuple: Final = tuple.__new__
 
 
-class TimeIndex(AbstractIndex):
+class TimeIndex(AbstractIndex[TimestampOffset]):
     """Sparse time index of one segment: ``(timestamp, offset)`` pairs, both increasing.
 
     On disk: 12-byte entries, big-endian ``int64 timestamp`` (ms since the
@@ -98,18 +98,6 @@ class TimeIndex(AbstractIndex):
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(-1, base_offset)`` when the index is empty."""
         return self._last_entry
-
-    def entry(self, n: int) -> TimestampOffset:
-        """The entry in slot ``n``.
-
-        Raises:
-            SlotOutOfRangeError: ``n`` is not below :attr:`entries`.
-            ClosedError: the index is closed.
-        """
-        with self._lock:
-            self._check_open()
-            self._check_slot(n)
-            return self._parse(n)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp ``<= target_timestamp``.
