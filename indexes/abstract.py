@@ -282,13 +282,18 @@ class AbstractIndex(ABC, Generic[EntryT]):
             keep = 0 if slot is None else slot + 1
             self._truncate_to_entries(keep)
 
-    def sanity_check(self) -> None:
-        """Check what can be checked cheaply at open (Kafka's rules; O(1), not a full scan).
+    def sanity_check(self, *, full: bool = False) -> None:
+        """Check the index the way Kafka does at open (O(1)), or every entry with ``full``.
+
+        The O(1) check looks at the last entry and the file length only. With
+        ``full=True`` (for ``seglog verify``; ~0.1 s per 1M entries) every entry
+        is also checked against the one before it and against the base offset.
 
         Raises:
             CorruptIndexError: the last entry's offset is below the base offset,
-                the file length is not a whole number of entries, or an
-                index-specific rule fails (see the subclass).
+                the file length is not a whole number of entries, an
+                index-specific rule fails (see the subclass), or with ``full``
+                the first entry out of order.
             ClosedError: the index is closed.
         """
         with self._lock:
@@ -296,11 +301,17 @@ class AbstractIndex(ABC, Generic[EntryT]):
             problem = self._entry_problem() if self._entries else None
             if problem is None and self._length % self.entry_size:
                 problem = f"length {self._length} is not a multiple of {self.entry_size} bytes"
+            if problem is None and full:
+                problem = self._order_problem()
             if problem is not None:
                 raise CorruptIndexError(
                     f"{self._path.name}: {problem}; indexes are rebuilt from the .log on open, "
                     "or run 'seglog recover DIR'"
                 )
+
+    @abstractmethod
+    def _order_problem(self) -> str | None:
+        """The first entry that breaks the index's ordering rules, described, or ``None``."""
 
     def _entry_problem(self) -> str | None:
         # Called with at least one entry; subclasses add their own rules first.

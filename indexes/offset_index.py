@@ -78,6 +78,21 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         """Offset of the last entry, or the base offset when the index is empty."""
         return self._last_offset
 
+    def _order_problem(self) -> str | None:
+        # Relative offsets are >= 0 and strictly increase; positions are >= 0 and never decrease.
+        previous_rel, previous_position = -1, 0
+        data = self._mm[: self.size_bytes]
+        for slot, (rel, position) in enumerate(OFFSET_ENTRY.iter_unpack(data)):
+            if rel <= previous_rel or position < previous_position:
+                return (
+                    f"entry {slot} (offset {self._base_offset + rel}, position {position}) does not follow "
+                    f"entry {slot - 1} (offset {self._base_offset + previous_rel}, position {previous_position})"
+                    if slot
+                    else f"entry 0 has offset {self._base_offset + rel} below base offset {self._base_offset}"
+                )
+            previous_rel, previous_position = rel, position
+        return None
+
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset ``<= target_offset``.
 

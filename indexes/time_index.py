@@ -160,6 +160,21 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                 self._entries = entries + 1
                 self._last_entry = _new_tuple(TimestampOffset, (timestamp, offset))
 
+    def _order_problem(self) -> str | None:
+        # Timestamps strictly increase; relative offsets are >= 0 and never decrease.
+        previous_ts, previous_rel = NO_TIMESTAMP, 0
+        data = self._mm[: self.size_bytes]
+        for slot, (timestamp, rel) in enumerate(TIME_ENTRY.iter_unpack(data)):
+            if timestamp <= previous_ts or rel < previous_rel:
+                return (
+                    f"entry {slot} (timestamp {timestamp}, offset {self._base_offset + rel}) does not follow "
+                    f"entry {slot - 1} (timestamp {previous_ts}, offset {self._base_offset + previous_rel})"
+                    if slot
+                    else f"entry 0 has timestamp {timestamp} or offset {self._base_offset + rel} out of range"
+                )
+            previous_ts, previous_rel = timestamp, rel
+        return None
+
     def _entry_problem(self) -> str | None:
         first_timestamp = self._parse(0).timestamp
         if self._last_entry.timestamp < first_timestamp:

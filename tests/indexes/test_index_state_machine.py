@@ -62,7 +62,7 @@ class OffsetIndexMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.index.close()
         self.index = OffsetIndex(self.path, self.base, max_index_size=SLOTS * 8)
-        self.index.sanity_check()
+        self.index.sanity_check(full=True)
         self.index.resize(SLOTS * 8)  # a clean reopen is trimmed; give the slots back
 
     @precondition(lambda self: self.model)
@@ -127,7 +127,7 @@ class TimeIndexMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.index.close()
         self.index = TimeIndex(self.path, 0, max_index_size=SLOTS * 12)
-        self.index.sanity_check()
+        self.index.sanity_check(full=True)
         self.index.resize(SLOTS * 12)
 
     @invariant()

@@ -381,3 +381,24 @@ def test_failed_resize_leaves_an_empty_usable_index(tmp_path: Path) -> None:
         index.append(13, 0)
     index.close()  # nothing left to trim
     assert index.closed
+
+
+def test_full_sanity_check_finds_an_entry_out_of_order_in_the_middle(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.index"
+    with OffsetIndex(path, 100, max_index_size=80) as index:
+        for i in range(5):
+            index.append(101 + i * 10, i * 1000)
+        index.sanity_check(full=True)
+    data = bytearray(path.read_bytes())
+    data[2 * 8 : 3 * 8] = struct.pack(">ii", 5, 2000)  # slot 2 now goes back to offset 105
+    path.write_bytes(bytes(data))
+    with OffsetIndex(path, 100, writable=False) as index:
+        index.sanity_check()  # Kafka's O(1) check sees nothing wrong
+        with pytest.raises(CorruptIndexError, match=r"entry 2 \(offset 105, position 2000\) does not follow"):
+            index.sanity_check(full=True)
+    path.write_bytes(struct.pack(">ii", 3, 500) + struct.pack(">ii", 4, 400))  # position goes back
+    with OffsetIndex(path, 100, writable=False) as index, pytest.raises(CorruptIndexError, match="entry 1"):
+        index.sanity_check(full=True)
+    path.write_bytes(struct.pack(">ii", -1, 0) + struct.pack(">ii", 4, 400))  # first below base
+    with OffsetIndex(path, 100, writable=False) as index, pytest.raises(CorruptIndexError, match="entry 0"):
+        index.sanity_check(full=True)

@@ -170,3 +170,21 @@ def test_truncate_to_removes_every_entry_of_a_repeated_offset(tix: TimeIndex) ->
         tix.maybe_append(ts, off)
     tix.truncate_to(50)
     assert (tix.entries, tix.last_entry) == (1, (10, 46))
+
+
+def test_full_sanity_check_finds_an_entry_out_of_order_in_the_middle(tmp_path: Path) -> None:
+    path = tmp_path / "x.timeindex"
+    with TimeIndex(path, BASE, max_index_size=360) as index:
+        append_entries(index, 5)
+        index.sanity_check(full=True)
+    data = bytearray(path.read_bytes())
+    data[24:36] = struct.pack(">qi", 15, 30)  # slot 2: timestamp 15 after 20
+    path.write_bytes(bytes(data))
+    with TimeIndex(path, BASE, writable=False) as index:
+        index.sanity_check()
+        with pytest.raises(CorruptIndexError, match=r"entry 2 \(timestamp 15, offset 75\) does not follow"):
+            index.sanity_check(full=True)
+    data[24:36] = struct.pack(">qi", 30, 5)  # slot 2: offset 50 after 65
+    path.write_bytes(bytes(data))
+    with TimeIndex(path, BASE, writable=False) as index, pytest.raises(CorruptIndexError, match="entry 2"):
+        index.sanity_check(full=True)
