@@ -81,14 +81,6 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         self._entries = entries
         self._last_entry = self._read_last_entry()
 
-    def resize(self, size: int) -> bool:
-        """As :meth:`AbstractIndex.resize`; the cached last entry is re-read after a change."""
-        with self._lock:
-            changed = super().resize(size)
-            if changed:
-                self._last_entry = self._read_last_entry()
-            return changed
-
     @property
     def is_full(self) -> bool:
         """Whether only the reserved last slot (or none) is free."""
