@@ -93,8 +93,10 @@ class AbstractIndex(ABC, Generic[EntryT]):
     #: Where an entry keeps its relative offset: the int32 format and its byte offset.
     _offset_column: tuple[struct.Struct, int]
 
-    def __init__(self, path: PathLike, base_offset: int, max_index_size: int, writable: bool) -> None:
+    def __init__(self, path: PathLike, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
         """Open ``path``, creating and preallocating it when it does not exist (writable only).
+
+        ``max_index_size=-1`` is only valid for an existing file (as in Kafka).
 
         Raises:
             InvalidIndexSizeError: a new file with ``max_index_size`` below one entry.
@@ -134,6 +136,7 @@ class AbstractIndex(ABC, Generic[EntryT]):
                 self._path.unlink(missing_ok=True)  # do not leave a half-made file behind
         # A new file starts empty; an existing one is taken as full of valid entries.
         self._entries = 0 if newly_created else self._length // self.entry_size
+        self._reload_last()
         self._closed = False
 
     # -- helpers for subclasses -------------------------------------------------
@@ -162,9 +165,13 @@ class AbstractIndex(ABC, Generic[EntryT]):
         if not self._writable:
             raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
 
-    @abstractmethod
     def _truncate_to_entries(self, entries: int) -> None:
-        """Keep the first ``entries`` entries and reload any cached last entry."""
+        self._entries = entries
+        self._reload_last()
+
+    @abstractmethod
+    def _reload_last(self) -> None:
+        """Re-read the cached last entry from the first ``entries`` slots."""
 
     @abstractmethod
     def _parse(self, slot: int) -> EntryT:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
-from indexes.abstract import INT32_MAX, AbstractIndex, PathLike
+from indexes.abstract import INT32_MAX, AbstractIndex
 from indexes.errors import IndexFullError, InvalidOffsetError
 from indexes.search import largest_lower_bound, smallest_upper_bound
 
@@ -50,28 +50,16 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     entry_size = OFFSET_ENTRY.size
     _offset_column = (_KEY, 0)
 
-    def __init__(self, path: PathLike, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
-        """Open or create the index; ``max_index_size=-1`` is only valid for an existing file.
+    _last_offset: int
 
-        Raises:
-            InvalidIndexSizeError, StorageError: see :class:`AbstractIndex`.
-        """
-        super().__init__(path, base_offset, max_index_size, writable)
-        self._last_offset = self._read_last_offset()
-
-    def _read_last_offset(self) -> int:
-        if self._entries == 0:
-            return self._base_offset
-        return self._base_offset + self._relative_offset_at(self._entries - 1)
+    def _reload_last(self) -> None:
+        last = self._entries - 1
+        self._last_offset = self._base_offset + (self._relative_offset_at(last) if last >= 0 else 0)
 
     def _parse(self, slot: int) -> OffsetPosition:
         rel, position = OFFSET_ENTRY.unpack_from(self._mm, slot * OFFSET_ENTRY.size)
         # tuple.__new__ skips NamedTuple's Python-level __new__: 100 ns instead of 215 per result.
         return _new_tuple(OffsetPosition, (self._base_offset + rel, position))
-
-    def _truncate_to_entries(self, entries: int) -> None:
-        self._entries = entries
-        self._last_offset = self._read_last_offset()
 
     @property
     def last_offset(self) -> int:

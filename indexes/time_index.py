@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
-from indexes.abstract import INT32_MAX, AbstractIndex, PathLike
+from indexes.abstract import INT32_MAX, AbstractIndex
 from indexes.errors import IndexFullError, InvalidOffsetError, InvalidTimestampError
 from indexes.search import largest_lower_bound
 
@@ -58,28 +58,18 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     entry_size = TIME_ENTRY.size
     _offset_column = (_OFFSET, _OFFSET_FIELD)
 
-    def __init__(self, path: PathLike, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
-        """Open or create the index; ``max_index_size=-1`` is only valid for an existing file.
+    _last_entry: TimestampOffset
 
-        Raises:
-            InvalidIndexSizeError, StorageError: see :class:`AbstractIndex`.
-        """
-        super().__init__(path, base_offset, max_index_size, writable)
-        self._last_entry = self._read_last_entry()
-
-    def _read_last_entry(self) -> TimestampOffset:
+    def _reload_last(self) -> None:
         if self._entries == 0:
-            return TimestampOffset(NO_TIMESTAMP, self._base_offset)
-        return self._parse(self._entries - 1)
+            self._last_entry = TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        else:
+            self._last_entry = self._parse(self._entries - 1)
 
     def _parse(self, slot: int) -> TimestampOffset:
         timestamp, rel = TIME_ENTRY.unpack_from(self._mm, slot * TIME_ENTRY.size)
         # tuple.__new__ skips NamedTuple's Python-level __new__ (100 ns instead of 215).
         return _new_tuple(TimestampOffset, (timestamp, self._base_offset + rel))
-
-    def _truncate_to_entries(self, entries: int) -> None:
-        self._entries = entries
-        self._last_entry = self._read_last_entry()
 
     @property
     def is_full(self) -> bool:
