@@ -19,7 +19,7 @@ from engine import errors
 # Subcommand modules under tools.commands, in the order `seglog --help` lists them.
 # Each defines `register(subparsers) -> None`, which adds its parser and sets
 # `func(args) -> int` as the parser default.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("replay", "record", "workload")
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1

@@ -301,9 +301,9 @@ class Replayer:
         prev: tuple[int, int] | None = None
         for n, step in enumerate(stream.steps):
             deadline = pacer.deadline_ns(step.due_ns)
-            if isinstance(step, FetchStep) and step.deps:
-                await self._wait_for(step.deps)
             start = await pacer.wait_until(deadline)
+            if isinstance(step, FetchStep) and step.deps and await self._wait_for(step.deps):
+                start = self.clock_ns()  # the wait for earlier sends of other producers is lag too
             if pacer.paced:
                 m.schedule_lag.record_ns(start - deadline)
                 self._step_times.append((deadline, start))
@@ -324,14 +324,15 @@ class Replayer:
             if self.progress is not None:
                 self.progress(step.rows)
 
-    async def _wait_for(self, deps: Sequence[tuple[str, int]]) -> None:
+    async def _wait_for(self, deps: Sequence[tuple[str, int]]) -> bool:
+        """Wait until the producers in ``deps`` finished those steps; returns whether it had to wait."""
         done = self._done_steps
 
         def ready() -> bool:
             return all(done[p] > idx for p, idx in deps)
 
         if ready():
-            return
+            return False
         self.metrics.dependency_waits += 1
         self._waiting += 1
         try:
@@ -342,6 +343,7 @@ class Replayer:
                                                     "for earlier produce steps and went ahead")
         finally:
             self._waiting -= 1
+        return True
 
     async def _send_chain(self, chain: list[Batch], producer: str, deadline: int) -> None:
         m = self.metrics

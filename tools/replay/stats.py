@@ -101,7 +101,11 @@ class Throughput:
 
 
 def throughput_interval_ns(expected_duration_s: float) -> int:
-    """Bucket width: 1 s for runs of 20 s or more, else about 1/20 of the run (at least 50 ms)."""
-    if expected_duration_s >= 20:
+    """Bucket width: 1 s for runs of a minute or more, else about 1/50 of the run in 50 ms steps.
+
+    Fifty points show the bursts of a short replay (the sample's last ~100 ms)
+    without turning the plot into noise.
+    """
+    if expected_duration_s >= 60:
         return 1_000_000_000
-    return max(50_000_000, int(expected_duration_s / 20 * 1e9) // 50_000_000 * 50_000_000)
+    return max(50_000_000, int(expected_duration_s / 50 * 1e9) // 50_000_000 * 50_000_000)
