@@ -1,0 +1,512 @@
+"""Record-batch framing: encode, read a header, validate, decode, and the recovery scan.
+
+Owns the byte layout of one record batch in a ``.log`` file (``docs/FORMAT.md``
+is its specification): a 61-byte big-endian header modelled on Kafka's v2
+``RecordBatch`` followed by one msgpack array of records. Everything here is
+pure and synchronous: plain functions over bytes and ints, tested without an
+event loop, safe to call from any thread (msgpack and CRC calls hold the GIL).
+
+Every malformed input raises :class:`~segments.errors.CorruptRecordError` and
+nothing else; lengths read from a header are bounded by ``max_batch_bytes``
+before anything is allocated, and msgpack limits are bounded by the body length.
+Bad *caller* input to :func:`encode_batch` raises ``TypeError``/``ValueError``.
+
+Must not import: ``engine`` or ``tools`` (and no I/O module: no ``os``, no ``aiofiles``).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from bisect import bisect_left
+from collections.abc import Sequence
+from functools import partial
+from itertools import repeat
+from operator import add, itemgetter, lt, sub
+from typing import Final, NamedTuple
+
+import google_crc32c
+import msgpack
+
+from segments.errors import CorruptRecordError
+from segments.records import Record
+
+__all__ = [
+    "HEADER",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "MIN_BATCH_SIZE",
+    "BatchHeader",
+    "ScanResult",
+    "ScanStop",
+    "TimestampType",
+    "check_header",
+    "decode_batch",
+    "decode_batches",
+    "encode_batch",
+    "read_header",
+    "scan_batches",
+    "verify_crc",
+]
+
+# --- On-disk constants: every value below is part of the .log format (docs/FORMAT.md). ---
+
+HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+"""The fixed batch header, big-endian, no padding (part of the format)."""
+HEADER_SIZE: Final = 61  # part of the format: HEADER.size
+LOG_OVERHEAD: Final = 12  # part of the format: base_offset (8) + batch_length (4) precede the counted bytes
+CRC_OFFSET: Final = 17  # part of the format: where the uint32 CRC-32C sits in the header
+CRC_START: Final = 21  # part of the format: the CRC covers [21, end of batch), i.e. attributes .. last body byte
+MAGIC_OFFSET: Final = 16  # part of the format
+MAGIC: Final = 0x53  # part of the format: 'S', seglog batch format v1 (Kafka's magic is 0..2)
+NO_PARTITION_LEADER_EPOCH: Final = -1  # part of the format: reserved for replication
+NO_PRODUCER_ID: Final = -1  # part of the format
+NO_PRODUCER_EPOCH: Final = -1  # part of the format
+NO_SEQUENCE: Final = -1  # part of the format
+# Attributes (int16): bits 0-2 compression (only 0 = none is written or accepted), bit 3 timestamp
+# type, bit 4 transactional, bit 5 control; bits 6-15 must be 0 (part of the format).
+COMPRESSION_MASK: Final = 0x07
+TIMESTAMP_TYPE_BIT: Final = 0x08
+TRANSACTIONAL_BIT: Final = 0x10
+CONTROL_BIT: Final = 0x20
+KNOWN_ATTRIBUTES: Final = 0x3F
+# The smallest body: fixarray(1) holding fixarray(5) [0, 0, nil, nil, fixarray(0)] = 1 + 6 bytes, and
+# every further record costs at least those 6 bytes; this bounds record_count by the body length.
+MIN_RECORD_BYTES: Final = 6
+MIN_BODY_BYTES: Final = 1 + MIN_RECORD_BYTES
+MIN_BATCH_SIZE: Final = HEADER_SIZE + MIN_BODY_BYTES  # 68 bytes
+INT32_MAX: Final = 2**31 - 1
+INT64_MAX: Final = 2**63 - 1
+
+_RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog recover DIR')"
+
+_NONE_TYPE = type(None)
+_BIN_TYPES: Final = frozenset({bytes, _NONE_TYPE})
+_INT_ONLY: Final = frozenset({int})
+_TUPLE_ONLY: Final = frozenset({tuple})
+
+# Columns of a Record (a NamedTuple): value, key, timestamp, headers, offset.
+_VALUE, _KEY, _TIMESTAMP, _HEADERS = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
+_new_record = partial(tuple.__new__, Record)  # skips NamedTuple.__new__'s Python frame: ~2x faster
+
+_DEFAULT_PACKER = msgpack.Packer(use_bin_type=True)  # pack() holds the GIL, so sharing it is thread-safe
+
+
+class TimestampType(enum.IntEnum):
+    """Which timestamp a batch stores (attribute bit 3), as Kafka's ``message.timestamp.type``."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte header of one batch, field by field (layout in ``docs/FORMAT.md``)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch in the file: ``12 + batch_length``."""
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the batch's last record: ``base_offset + last_offset_delta``."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after this batch: ``last_offset + 1``."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        """``CREATE_TIME`` or ``LOG_APPEND_TIME`` (attribute bit 3)."""
+        return TimestampType.LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_BIT else TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        """Attribute bit 4 (written as 0 today; reserved for transactions)."""
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        """Attribute bit 5 (written as 0 today; reserved for transaction markers)."""
+        return bool(self.attributes & CONTROL_BIT)
+
+
+_make_header = BatchHeader._make
+_unpack_header = HEADER.unpack_from
+_PREFIX = struct.Struct(">qiibI")  # base_offset .. crc: the 21 bytes before the CRC'd range
+_CRC_RANGE_HEADER = struct.Struct(">hiqqqhii")  # attributes .. record_count: the 40 CRC'd header bytes
+_BATCH_LENGTH_BASE: Final = HEADER_SIZE - LOG_OVERHEAD  # 49 header bytes counted by batch_length
+
+
+# --------------------------------------------------------------------------------------- encode
+
+
+def encode_batch(
+    base_offset: int,
+    records: Sequence[Record],
+    *,
+    timestamp_type: TimestampType,
+    now_ms: int,
+    packer: msgpack.Packer | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+) -> bytes:
+    """Encode ``records`` as one batch whose first record gets ``base_offset``.
+
+    Records get consecutive offsets (offset delta = index in ``records``; their
+    ``offset`` field is ignored). A ``None`` timestamp becomes ``now_ms``; with
+    ``LOG_APPEND_TIME`` every timestamp becomes ``now_ms``. ``packer`` is the
+    writer's reused ``msgpack.Packer(use_bin_type=True)`` (one per writer; a
+    shared module default otherwise).
+
+    Raises:
+        ValueError: no records, an offset or timestamp outside int64 / below 0,
+            or a batch whose last offset overflows int64.
+        TypeError: a record that is not a ``Record``, a key/value that is not
+            ``bytes``/``None``, a non-int timestamp, headers not ``(str, bytes)`` pairs.
+    """
+    count = len(records)
+    if count == 0:
+        raise ValueError("a batch needs at least one record")
+    if type(base_offset) is not int or base_offset < 0 or base_offset + count - 1 > INT64_MAX:
+        raise ValueError(f"base offset {base_offset!r} with {count} records is outside [0, 2**63-1]")
+    if not _TUPLE_ONLY.issuperset(map(type, map(_HEADERS, records))) or not all(
+        type(r) is Record for r in records
+    ):
+        raise TypeError("every record must be a segments.records.Record with a tuple of headers")
+    values, keys, timestamps, headers, _ = zip(*records, strict=True)
+    if not _BIN_TYPES.issuperset(map(type, values)) or not _BIN_TYPES.issuperset(map(type, keys)):
+        raise TypeError("record keys and values must be bytes or None")
+    if any(headers):
+        _check_headers(headers)
+    if timestamp_type is TimestampType.LOG_APPEND_TIME or set(timestamps) == {None}:
+        _check_timestamp(now_ms)
+        base_timestamp = max_timestamp = now_ms
+        deltas: object = repeat(0)
+    else:
+        if None in timestamps:
+            timestamps = tuple(now_ms if t is None else t for t in timestamps)
+        if not _INT_ONLY.issuperset(map(type, timestamps)):
+            raise TypeError("record timestamps must be int milliseconds or None")
+        max_timestamp = max(timestamps)
+        _check_timestamp(min(timestamps))
+        _check_timestamp(max_timestamp)
+        base_timestamp = timestamps[0]
+        deltas = map(sub, timestamps, repeat(base_timestamp))
+    attributes = TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
+    # zip(..., strict=False): `deltas` may be an endless repeat(0); range(count) bounds the rows.
+    rows = list(zip(range(count), deltas, keys, values, headers, strict=False))  # type: ignore[call-overload]
+    body = (packer or _DEFAULT_PACKER).pack(rows)
+    crc_header = _CRC_RANGE_HEADER.pack(
+        attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count
+    )
+    crc = google_crc32c.extend(google_crc32c.value(crc_header), body)
+    prefix = _PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + len(body), NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
+    return b"".join((prefix, crc_header, body))
+
+
+def _check_timestamp(timestamp: int) -> None:
+    if type(timestamp) is not int or not 0 <= timestamp <= INT64_MAX:
+        raise ValueError(f"timestamp {timestamp!r} is outside [0, 2**63-1] milliseconds")
+
+
+def _check_headers(headers: tuple[tuple[object, ...], ...]) -> None:
+    for record_headers in headers:
+        for pair in record_headers:
+            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not bytes:
+                raise TypeError(f"a record header must be a (str, bytes) pair, got {pair!r}")
+
+
+# --------------------------------------------------------------------------------------- headers
+
+
+def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+    """Unpack the header of the batch at ``position`` without touching its body.
+
+    Only the 61 header bytes are read; nothing is checked (see :func:`check_header`).
+
+    Raises:
+        CorruptRecordError: fewer than 61 bytes remain at ``position``.
+    """
+    if position < 0 or len(buf) - position < HEADER_SIZE:
+        raise CorruptRecordError(
+            f"batch at position {position}: only {max(len(buf) - position, 0)} bytes left, "
+            f"a header needs {HEADER_SIZE}"
+        )
+    return _make_header(_unpack_header(buf, position))
+
+
+def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
+    """Say what is wrong with ``header`` (without its body), or ``None`` when it is plausible.
+
+    Checks magic, the length bounds (at least 68 bytes, at most ``max_batch_bytes``),
+    attribute bits, compression, the record count against the offset span and
+    the body length, the offset range and ``max_timestamp >= base_timestamp``.
+    """
+    if header.magic != MAGIC:
+        return f"magic byte {header.magic & 0xFF:#04x} is not seglog's {MAGIC:#04x} (foreign or garbage bytes)"
+    size = LOG_OVERHEAD + header.batch_length
+    if size < MIN_BATCH_SIZE:
+        return f"batch length {header.batch_length} is below the minimum {MIN_BATCH_SIZE - LOG_OVERHEAD}"
+    if size > max_batch_bytes:
+        return f"batch size {size} exceeds the maximum batch size {max_batch_bytes}"
+    if header.attributes & ~KNOWN_ATTRIBUTES:
+        return f"unknown attribute bits {header.attributes & 0xFFFF:#06x}"
+    if header.attributes & COMPRESSION_MASK:
+        return f"compression codec {header.attributes & COMPRESSION_MASK} is not supported (only 0 = none)"
+    count = header.record_count
+    body_bytes = size - HEADER_SIZE
+    if not 1 <= count <= header.last_offset_delta + 1 or count * MIN_RECORD_BYTES + 1 > body_bytes:
+        return (
+            f"record count {count} does not fit last offset delta {header.last_offset_delta} "
+            f"and a {body_bytes}-byte body"
+        )
+    if header.base_offset < 0 or header.base_offset + header.last_offset_delta > INT64_MAX:
+        return f"base offset {header.base_offset} + delta {header.last_offset_delta} is outside [0, 2**63-1]"
+    if header.max_timestamp < header.base_timestamp:
+        return f"max timestamp {header.max_timestamp} is below the first timestamp {header.base_timestamp}"
+    return None
+
+
+def check_header(header: BatchHeader, max_batch_bytes: int, position: int = 0) -> None:
+    """Validate ``header`` (see :func:`header_problem`) before its body is read or allocated.
+
+    Raises:
+        CorruptRecordError: the header is not a plausible seglog batch header.
+    """
+    problem = header_problem(header, max_batch_bytes)
+    if problem is not None:
+        raise CorruptRecordError(f"batch at position {position}: {problem}; {_RECOVERY_HINT}")
+
+
+def _crc_of(buf: bytes | bytearray | memoryview, start: int, end: int) -> int:
+    # google_crc32c accepts only read-only bytes-like objects that are not memoryviews:
+    # slice bytes directly, copy other buffers once (memcpy runs at ~10 GB/s, the CRC at ~20 GB/s).
+    if type(buf) is bytes:
+        return google_crc32c.value(buf[start:end])  # type: ignore[no-any-return]
+    return google_crc32c.value(bytes(memoryview(buf)[start:end]))  # type: ignore[no-any-return]
+
+
+def verify_crc(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> None:
+    """Check the CRC-32C of the batch at ``position`` whose (checked) header is ``header``.
+
+    Raises:
+        CorruptRecordError: the batch runs past the end of ``buf`` or its CRC does not match.
+    """
+    end = position + LOG_OVERHEAD + header.batch_length
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"batch at position {position}: {header.size} bytes announced, only {len(buf) - position} "
+            f"present (torn write); {_RECOVERY_HINT}"
+        )
+    computed = _crc_of(buf, position + CRC_START, end)
+    if computed != header.crc:
+        raise CorruptRecordError(
+            f"batch at position {position} (offsets {header.base_offset}..{header.last_offset}): CRC-32C "
+            f"mismatch, stored {header.crc:#010x}, computed {computed:#010x}; {_RECOVERY_HINT}"
+        )
+
+
+# --------------------------------------------------------------------------------------- decode
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview,
+    position: int,
+    header: BatchHeader,
+    *,
+    start_offset: int = 0,
+) -> list[Record]:
+    """Decode the body of the batch at ``position`` into Records with absolute offsets and timestamps.
+
+    ``header`` must have passed :func:`check_header` and the CRC :func:`verify_crc`.
+    Records below ``start_offset`` are skipped (found by bisection, not built).
+    With ``LOG_APPEND_TIME`` every record carries the batch's max timestamp (Kafka).
+
+    Raises:
+        CorruptRecordError: the body is not a msgpack array of ``record_count``
+            ``[offset_delta, timestamp_delta, key, value, headers]`` records with
+            increasing offset deltas in ``[0, last_offset_delta]``.
+    """
+    body_start = position + HEADER_SIZE
+    body_end = position + LOG_OVERHEAD + header.batch_length
+    body_len = body_end - body_start
+    if body_end > len(buf) or body_len < MIN_BODY_BYTES:
+        raise CorruptRecordError(f"batch at position {position}: body runs past the end of the buffer")
+    try:
+        body = msgpack.unpackb(
+            memoryview(buf)[body_start:body_end],
+            use_list=False,
+            raw=False,
+            max_bin_len=body_len,
+            max_str_len=body_len,
+            max_array_len=body_len,
+            max_map_len=0,  # maps never occur in a batch body
+            max_ext_len=0,  # nor do ext types
+        )
+    except Exception as exc:  # msgpack raises ValueError, ExtraData, FormatError, StackError, UnicodeDecodeError...
+        raise CorruptRecordError(f"batch at position {position}: body is not valid msgpack ({exc})") from exc
+    problem = _body_problem(body, header)
+    if problem is not None:
+        raise CorruptRecordError(f"batch at position {position}: {problem}")
+    offset_deltas, timestamp_deltas, keys, values, headers = zip(*body, strict=True)
+    skip = 0
+    if start_offset > header.base_offset:
+        skip = bisect_left(offset_deltas, start_offset - header.base_offset)
+        if skip:
+            offset_deltas, timestamp_deltas = offset_deltas[skip:], timestamp_deltas[skip:]
+            keys, values, headers = keys[skip:], values[skip:], headers[skip:]
+    if header.attributes & TIMESTAMP_TYPE_BIT:
+        timestamps: object = repeat(header.max_timestamp)
+    else:
+        timestamps = map(add, timestamp_deltas, repeat(header.base_timestamp))
+    offsets = map(add, offset_deltas, repeat(header.base_offset))
+    rows = zip(values, keys, timestamps, headers, offsets, strict=False)  # type: ignore[call-overload]
+    return list(map(_new_record, rows))
+
+
+def _body_problem(body: object, header: BatchHeader) -> str | None:
+    # Column-wise checks with C-level iteration (set(map(type, ...))): ~30 ns per record instead of
+    # ~300 ns for a per-record Python loop. Headers are looked at one by one only when present.
+    count = header.record_count
+    if type(body) is not tuple or len(body) != count:
+        return f"body is not an array of {count} records"
+    if not _TUPLE_ONLY.issuperset(map(type, body)) or set(map(len, body)) != {5}:
+        return "a record is not a 5-element array"
+    offset_deltas, timestamp_deltas, keys, values, headers = zip(*body, strict=True)
+    if not _INT_ONLY.issuperset(map(type, offset_deltas)) or not _INT_ONLY.issuperset(map(type, timestamp_deltas)):
+        return "an offset or timestamp delta is not an integer"
+    if offset_deltas[0] < 0 or offset_deltas[-1] > header.last_offset_delta or not all(
+        map(lt, offset_deltas, offset_deltas[1:])
+    ):
+        return f"offset deltas are not increasing within [0, {header.last_offset_delta}]"
+    if not header.attributes & TIMESTAMP_TYPE_BIT and (
+        min(timestamp_deltas) < -header.base_timestamp
+        or max(timestamp_deltas) != header.max_timestamp - header.base_timestamp
+    ):
+        return f"record timestamps are below 0 or do not reach the header's max timestamp {header.max_timestamp}"
+    if not _BIN_TYPES.issuperset(map(type, keys)) or not _BIN_TYPES.issuperset(map(type, values)):
+        return "a key or value is neither bin nor nil"
+    if not _TUPLE_ONLY.issuperset(map(type, headers)):
+        return "record headers are not an array"
+    if any(headers):
+        for record_headers in headers:
+            for pair in record_headers:
+                if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not bytes:
+                    return "a record header is not a [str, bin] pair"
+    return None
+
+
+def decode_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    start_offset: int = 0,
+    max_batch_bytes: int,
+) -> list[Record]:
+    """Decode every batch in ``buf`` (whole batches back to back, as a segment read returns them).
+
+    Each batch's header is checked and its CRC verified before its body is
+    decoded; records below ``start_offset`` are skipped.
+
+    Raises:
+        CorruptRecordError: a header, CRC or body check fails, or ``buf`` ends inside a batch.
+    """
+    records: list[Record] = []
+    position, end = 0, len(buf)
+    while position < end:
+        header = read_header(buf, position)
+        check_header(header, max_batch_bytes, position)
+        verify_crc(buf, position, header)
+        if header.last_offset >= start_offset:
+            records.extend(decode_batch(buf, position, header, start_offset=start_offset))
+        position += LOG_OVERHEAD + header.batch_length
+    return records
+
+
+# --------------------------------------------------------------------------------------- scan
+
+
+class ScanStop(enum.Enum):
+    """Why :func:`scan_batches` stopped."""
+
+    END = "end"  # the buffer ends exactly after a valid batch (or is empty)
+    INCOMPLETE = "incomplete"  # the last batch (or its header) runs past the end of the buffer
+    CORRUPT = "corrupt"  # a header, CRC or offset check failed
+
+
+class ScanResult(NamedTuple):
+    """What :func:`scan_batches` found: valid batches up to ``valid_end``, then ``stop``."""
+
+    valid_end: int  # position just after the last valid batch
+    batches: list[tuple[int, BatchHeader]]  # (position, header) of each valid batch, in order
+    stop: ScanStop
+    reason: str  # empty unless stop is CORRUPT or INCOMPLETE
+    next_offset: int  # the lowest base offset the next batch may have
+
+
+def scan_batches(
+    buf: bytes | bytearray | memoryview,
+    position: int = 0,
+    *,
+    max_batch_bytes: int,
+    next_offset: int = 0,
+) -> ScanResult:
+    """Find how many leading bytes of ``buf`` (from ``position``) are valid batches: the recovery scan.
+
+    Checks each header, the CRC of each batch (the body is not decoded: the CRC
+    covers it) and that base offsets increase (each batch's base offset is at
+    least ``next_offset``, then at least the previous batch's last offset + 1).
+    Never raises for bad bytes; the verdict is in the result.
+    """
+    batches: list[tuple[int, BatchHeader]] = []
+    end = len(buf)
+    is_bytes = type(buf) is bytes
+    view = buf if is_bytes else memoryview(buf)
+    while position < end:
+        if end - position < HEADER_SIZE:
+            return ScanResult(position, batches, ScanStop.INCOMPLETE, "a header is cut short", next_offset)
+        header = _make_header(_unpack_header(buf, position))
+        problem = header_problem(header, max_batch_bytes)
+        if problem is not None:
+            return ScanResult(position, batches, ScanStop.CORRUPT, problem, next_offset)
+        batch_end = position + LOG_OVERHEAD + header.batch_length
+        if batch_end > end:
+            return ScanResult(
+                position, batches, ScanStop.INCOMPLETE, f"a {header.size}-byte batch is cut short", next_offset
+            )
+        chunk = view[position + CRC_START : batch_end]
+        crc = google_crc32c.value(chunk if is_bytes else bytes(chunk))
+        if crc != header.crc:
+            return ScanResult(
+                position, batches, ScanStop.CORRUPT, f"CRC-32C mismatch at offsets {header.base_offset}..", next_offset
+            )
+        if header.base_offset < next_offset:
+            return ScanResult(
+                position,
+                batches,
+                ScanStop.CORRUPT,
+                f"base offset {header.base_offset} is below the expected {next_offset}",
+                next_offset,
+            )
+        batches.append((position, header))
+        next_offset = header.base_offset + header.last_offset_delta + 1
+        position = batch_end
+    return ScanResult(position, batches, ScanStop.END, "", next_offset)

@@ -1,0 +1,287 @@
+"""The async file layer on real files: appends, reads, truncation, sync, renames, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from indexes.errors import ClosedError, StorageError
+from segments import fileio
+from segments.faults import FailingOps, PowerLossOps
+from segments.fileio import Buffer, FileOps, SegmentFile
+
+
+async def test_create_append_read_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "a.log"
+    f = await SegmentFile.open(path, create=True)
+    assert f.size == 0
+    assert await f.append([b"hello ", bytearray(b"big "), memoryview(b"world")]) == 0
+    assert await f.append([b"!"]) == 15
+    assert await f.append([]) == 16
+    assert f.size == 16 and path.read_bytes() == b"hello big world!"
+    assert bytes(await f.read_at(6, 3)) == b"big"
+    assert bytes(await f.read_at(10, 100)) == b"world!"  # clamped at the logical end
+    assert bytes(await f.read_at(16, 10)) == b""
+    await f.fsync()
+    await f.close()
+    await f.close()  # idempotent
+    g = await SegmentFile.open(path, create=False, writable=False)
+    assert g.size == 16
+    with pytest.raises(ClosedError, match="read-only"):
+        await g.append([b"x"])
+    await g.close()
+
+
+async def test_many_buffers_beyond_iov_max(tmp_path: Path) -> None:
+    f = await SegmentFile.open(tmp_path / "b.log", create=True)
+    parts = [bytes([i % 256]) * 3 for i in range(2500)]
+    await f.append(parts)
+    assert bytes(await f.read_at(0, f.size)) == b"".join(parts)
+    await f.close()
+
+
+async def test_preallocate_then_trim_on_close(tmp_path: Path) -> None:
+    path = tmp_path / "p.log"
+    f = await SegmentFile.open(path, create=True, preallocate_bytes=1 << 20)
+    assert (f.size, f.file_length, path.stat().st_size) == (0, 1 << 20, 1 << 20)
+    await f.append([b"abc"])
+    assert bytes(await f.read_at(0, 100)) == b"abc"  # never the preallocated zeros
+    await f.close()
+    assert path.stat().st_size == 3
+    g = await SegmentFile.open(path, create=True, preallocate_bytes=1 << 20)  # exists: kept as is
+    assert (g.size, g.file_length) == (3, 3)
+    await g.close()
+
+
+async def test_truncate_and_trim(tmp_path: Path) -> None:
+    f = await SegmentFile.open(tmp_path / "t.log", create=True, preallocate_bytes=4096)
+    await f.append([b"0123456789"])
+    await f.truncate(4)
+    assert f.size == 4 and (tmp_path / "t.log").stat().st_size == 4
+    with pytest.raises(ValueError, match="cannot truncate to 5"):
+        await f.truncate(5)
+    await f.append([b"xy"])
+    assert bytes(await f.read_at(0, 10)) == b"0123xy"
+    await f.trim()
+    await f.close()
+
+
+async def test_closed_file_refuses_everything(tmp_path: Path) -> None:
+    f = await SegmentFile.open(tmp_path / "c.log", create=True)
+    await f.close()
+    for call in (f.append([b"x"]), f.read_at(0, 1), f.fsync(), f.truncate(0)):
+        with pytest.raises(ClosedError, match="closed"):
+            await call
+
+
+async def test_os_errors_become_storage_errors_naming_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir" / "x.log"
+    with pytest.raises(StorageError, match=r"no-such-dir/x\.log: open failed") as info:
+        await SegmentFile.open(missing, create=True)
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+    with pytest.raises(StorageError, match="open failed"):
+        await SegmentFile.open(tmp_path / "absent.log", create=False)
+    with pytest.raises(StorageError, match="directory fsync"):
+        await fileio.fsync_dir(tmp_path / "no-such-dir")
+    with pytest.raises(StorageError, match="rename"):
+        await fileio.replace(tmp_path / "absent", tmp_path / "b")
+    with pytest.raises(StorageError, match="list"):
+        await fileio.list_dir(tmp_path / "no-such-dir")
+
+
+async def test_directory_and_small_file_helpers(tmp_path: Path) -> None:
+    ckpt = tmp_path / "sub" / "recovery-point-offset-checkpoint"
+    await fileio.make_dirs(ckpt.parent)
+    assert await fileio.read_small_file(ckpt) is None
+    await fileio.atomic_write(ckpt, b"0\n1\norders 0 42\n")
+    await fileio.atomic_write(ckpt, b"0\n1\norders 0 43\n")
+    assert await fileio.read_small_file(ckpt) == b"0\n1\norders 0 43\n"
+    assert sorted(await fileio.list_dir(ckpt.parent)) == [ckpt.name]  # no .tmp left behind
+    await fileio.replace(ckpt, ckpt.with_name("moved"))
+    assert await fileio.remove(ckpt.with_name("moved")) is True
+    assert await fileio.remove(ckpt.with_name("moved")) is False
+    await fileio.fsync_dir(tmp_path)
+
+
+async def test_rename_keeps_the_descriptor(tmp_path: Path) -> None:
+    f = await SegmentFile.open(tmp_path / "r.log", create=True)
+    await f.append([b"abc"])
+    await f.rename(tmp_path / "r.log.deleted")
+    assert f.path == tmp_path / "r.log.deleted" and not (tmp_path / "r.log").exists()
+    await f.append([b"def"])
+    assert (tmp_path / "r.log.deleted").read_bytes() == b"abcdef"
+    assert await f.mtime_ms() > 0
+    await f.close()
+
+
+async def test_enospc_mid_write_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    ops = FailingOps()
+    path = tmp_path / "full.log"
+    f = await SegmentFile.open(path, create=True, ops=ops)
+    await f.append([b"kept"])
+    ops.fail("pwritev", errno.ENOSPC, partial_bytes=3)
+    with pytest.raises(StorageError, match=r"full.log: write failed: No space left on device") as info:
+        await f.append([b"lost-1", b"lost-2"])
+    assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == errno.ENOSPC
+    assert f.size == 4 and path.read_bytes() == b"kept"  # the 3 bytes that got through are cut off
+    await f.append([b"+next"])
+    assert path.read_bytes() == b"kept+next"
+    await f.close()
+
+
+async def test_failed_fdatasync_rolls_the_append_back(tmp_path: Path) -> None:
+    ops = FailingOps()
+    path = tmp_path / "sync.log"
+    f = await SegmentFile.open(path, create=True, ops=ops)
+    await f.append([b"a"], fsync=True)
+    ops.fail("fdatasync", errno.EIO)
+    with pytest.raises(StorageError, match="fdatasync failed"):
+        await f.append([b"b"], fsync=True)
+    assert f.size == 1 and path.read_bytes() == b"a"
+    await f.append([b"c"], fsync=True)
+    assert path.read_bytes() == b"ac"
+    assert ops.calls["fdatasync"] == 3
+    await f.close()
+
+
+async def test_reads_use_the_page_cache_on_the_loop_and_fall_back_to_a_thread(tmp_path: Path) -> None:
+    ops = FailingOps()
+    f = await SegmentFile.open(tmp_path / "cache.log", create=True, ops=ops)
+    await f.append([b"x" * 10_000])
+    assert bytes(await f.read_at(100, 50)) == b"x" * 50
+    assert (ops.calls["preadv_nowait"], ops.calls["pread"]) == (1, 0)  # just written: cached
+    ops.fail("preadv_nowait", errno.EAGAIN)
+    assert bytes(await f.read_at(100, 50)) == b"x" * 50
+    assert (ops.calls["preadv_nowait"], ops.calls["pread"]) == (2, 1)
+    ops.fail("preadv_nowait", errno.EOPNOTSUPP)  # a file system without RWF_NOWAIT
+    assert bytes(await f.read_at(0, 5)) == b"xxxxx"
+    assert bytes(await f.read_at(0, 5)) == b"xxxxx"
+    assert (ops.calls["preadv_nowait"], ops.calls["pread"]) == (3, 3)  # fast path switched off
+    ops.fail("pread", errno.EIO)
+    with pytest.raises(StorageError, match="read of 5 bytes at 0"):
+        await f.read_at(0, 5)
+    await f.close()
+
+
+async def test_run_read_reruns_the_whole_function_in_a_thread(tmp_path: Path) -> None:
+    ops = FailingOps()
+    f = await SegmentFile.open(tmp_path / "rr.log", create=True, ops=ops)
+    await f.append([b"0123456789"])
+    threads: list[str] = []
+
+    def two_reads(pread: fileio.PRead) -> bytes:
+        threads.append(threading.current_thread().name)
+        return bytes(pread(0, 2)) + bytes(pread(8, 2))
+
+    ops.fail("preadv_nowait", errno.EAGAIN, after=1)  # the second read is "not cached"
+    assert await f.run_read(two_reads) == b"0189"
+    assert threads[0] == threading.current_thread().name and threads[1] != threads[0]
+    await f.close()
+
+
+class _ThreadRecordingOps(FileOps):
+    def __init__(self) -> None:
+        self.on_loop: list[str] = []
+        self.loop_thread = threading.current_thread()
+
+    def _note(self, op: str) -> None:
+        if threading.current_thread() is self.loop_thread:
+            self.on_loop.append(op)
+
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
+        self._note("pwritev")
+        return super().pwritev(fd, buffers, position)
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self._note("pread")
+        return super().pread(fd, size, position)
+
+    def fdatasync(self, fd: int) -> None:
+        self._note("fdatasync")
+        super().fdatasync(fd)
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        self._note("open")
+        return super().open(path, flags, mode)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        self._note("ftruncate")
+        super().ftruncate(fd, size)
+
+
+async def test_no_blocking_call_runs_on_the_event_loop_thread(tmp_path: Path) -> None:
+    ops = _ThreadRecordingOps()
+    with fileio.use_ops(ops):
+        f = await SegmentFile.open(tmp_path / "t.log", create=True, preallocate_bytes=8192)
+        await f.append([b"abc"], fsync=True)
+        await f.read_at(0, 3)
+        await f.truncate(1)
+        await f.close()
+        await fileio.atomic_write(tmp_path / "ckpt", b"x")
+    assert ops.on_loop == []
+
+
+async def test_a_cancelled_append_still_moves_the_size_with_the_bytes(tmp_path: Path) -> None:
+    f = await SegmentFile.open(tmp_path / "cancel.log", create=True)
+    task = asyncio.ensure_future(f.append([b"x" * 1000]))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert f.size == 1000 == (tmp_path / "cancel.log").stat().st_size
+    await f.close()
+
+
+async def test_close_waits_for_reads_running_in_threads(tmp_path: Path) -> None:
+    ops = FailingOps()
+    f = await SegmentFile.open(tmp_path / "w.log", create=True, ops=ops)
+    await f.append([b"y" * 100])
+    ops.fail("preadv_nowait", errno.EAGAIN, times=None)
+    reads = [asyncio.ensure_future(f.read_at(0, 100)) for _ in range(20)]
+    await asyncio.sleep(0)
+    await f.close()
+    results = await asyncio.gather(*reads, return_exceptions=True)
+    assert all(r == b"y" * 100 or isinstance(r, ClosedError) for r in results)
+
+
+async def test_power_loss_keeps_only_synced_data(tmp_path: Path) -> None:
+    ops = PowerLossOps()
+    await fileio.make_dirs(tmp_path / "d", ops=ops)
+    old = tmp_path / "d" / "old.log"
+    old.write_bytes(b"existing")
+    f = await SegmentFile.open(old, create=False, ops=ops)
+    await f.append([b"+synced"], fsync=True)
+    await f.append([b"+lost"])
+    h = await SegmentFile.open(tmp_path / "d" / "kept.log", create=True, ops=ops)
+    await fileio.fsync_dir(tmp_path / "d", ops=ops)
+    await h.append([b"unsynced"])
+    g = await SegmentFile.open(tmp_path / "d" / "new.log", create=True, ops=ops)  # dir not fsynced since
+    await g.append([b"gone"], fsync=True)
+    for x in (f, g, h):
+        await x.close()
+    ops.power_fail()
+    assert old.read_bytes() == b"existing+synced"
+    assert not (tmp_path / "d" / "new.log").exists()
+    assert (tmp_path / "d" / "kept.log").read_bytes() == b""
+
+
+async def test_power_loss_can_tear_the_unsynced_tail(tmp_path: Path) -> None:
+    ops = PowerLossOps()
+    path = tmp_path / "torn.log"
+    path.write_bytes(b"")
+    f = await SegmentFile.open(path, create=False, ops=ops)
+    await f.append([b"durable|"], fsync=True)
+    await f.append([b"0123456789"])
+    await f.close()
+    assert ops.power_fail(torn_bytes=4) == [str(path)]
+    assert path.read_bytes() == b"durable|0123"
+
+
+def test_failing_ops_refuses_unknown_operations() -> None:
+    with pytest.raises(ValueError, match="no operation"):
+        FailingOps().fail("write")
