@@ -51,13 +51,13 @@ def validate_raw(raw: RawWorkload) -> list[Finding]:
     An empty list means :func:`tools.replay.format.rows_from_raw` may build rows.
     """
     findings = list(raw.findings)
+    if raw.nrows == 0:
+        return findings or [Finding(None, None, "the workload has no rows")]
     for name in REQUIRED_COLUMNS:
         if name not in raw.columns and not any(f.column == name and f.row is None for f in findings):
             findings.append(Finding(None, name, "required column is missing"))
-    if raw.nrows == 0 and not findings:
-        findings.append(Finding(None, None, "the workload has no rows"))
     if any(f.row is None and f.column in REQUIRED_COLUMNS for f in findings):
-        return findings  # without topic or ts_ns, per-row checks would only repeat it
+        return sorted(findings, key=_position)  # without topic or ts_ns, per-row checks would only repeat it
 
     cols = raw.columns
     empty: list[Any] = [None] * raw.nrows
@@ -116,7 +116,14 @@ def validate_raw(raw: RawWorkload) -> list[Finding]:
             elif op == OP_FETCH_TIME and ts[i] is None:
                 add(i, "timestamp", "a fetch_time row needs the timestamp it looks up")
     _check_producer_order(raw, producer_c, seq_c, ts_ns, add)
-    return findings
+    return sorted(findings, key=_position)
+
+
+def _position(f: Finding) -> int:
+    """Sort key: file-level findings first, then by line (JSON Lines) or row."""
+    if f.line is not None:
+        return f.line
+    return -1 if f.row is None else f.row
 
 
 def _check_produce(i: int, value: Any, value_size: Any, headers: Any, add: Any) -> None:

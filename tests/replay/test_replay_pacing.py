@@ -1,0 +1,113 @@
+"""The pacing clock (absolute deadlines, sleep then spin) and the latency/throughput statistics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from hdrh.histogram import HdrHistogram
+
+from tools.replay.pacing import Pacer, parse_speed
+from tools.replay.stats import Latency, Throughput, throughput_interval_ns
+
+
+@pytest.mark.parametrize(("text", "speed"), [("1", 1.0), ("2.5", 2.5), ("10x", 10.0), ("MAX", None), ("inf", None)])
+def test_parse_speed(text: str, speed: float | None) -> None:
+    assert parse_speed(text) == speed
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "fast", "x", "1e999", "nan"])
+def test_parse_speed_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="speed"):
+        parse_speed(text)
+
+
+def test_deadlines_are_absolute_and_scaled_by_speed() -> None:
+    now = [1_000]
+    pacer = Pacer(4.0, clock_ns=lambda: now[0])
+    origin = pacer.start(lead_ns=10)
+    assert origin == 1_010
+    assert pacer.deadline_ns(0) == 1_010
+    assert pacer.deadline_ns(4_000_000_000) == 1_010 + 1_000_000_000
+    unpaced = Pacer(None, clock_ns=lambda: now[0])
+    unpaced.start()
+    assert not unpaced.paced and unpaced.deadline_ns(10**12) == unpaced.origin_ns
+    with pytest.raises(ValueError, match="speed"):
+        Pacer(0.0)
+
+
+async def test_wait_until_never_returns_early_and_is_late_by_well_under_5_ms() -> None:
+    pacer = Pacer(1.0)
+    origin = pacer.start(lead_ns=5_000_000)
+    lags = []
+    # 150 deadlines 3 ms apart (0.45 s); the accumulated-sleep approach would drift by ~1 ms per step.
+    for i in range(150):
+        deadline = origin + i * 3_000_000
+        woke = await pacer.wait_until(deadline)
+        assert woke >= deadline
+        lags.append(woke - deadline)
+    lags.sort()
+    assert lags[int(len(lags) * 0.99)] < 5_000_000, lags[-5:]
+    # no drift: the last step is about as late as the median, not 150 overshoots later
+    assert lags[-1] < 20_000_000
+
+
+async def test_max_speed_does_not_wait() -> None:
+    pacer = Pacer(None)
+    pacer.start()
+    t0 = time.perf_counter_ns()
+    await pacer.wait_until(t0 + 10**10)
+    assert time.perf_counter_ns() - t0 < 50_000_000
+
+
+async def test_spinning_producers_do_not_block_each_other() -> None:
+    pacer = Pacer(1.0)
+    origin = pacer.start(lead_ns=5_000_000)
+    late: list[int] = []
+
+    async def producer(offset_ns: int) -> None:
+        for i in range(40):
+            deadline = origin + offset_ns + i * 2_000_000
+            late.append(await pacer.wait_until(deadline) - deadline)
+
+    await asyncio.gather(*(producer(k * 500_000) for k in range(4)))
+    late.sort()
+    assert late[int(len(late) * 0.99)] < 5_000_000
+
+
+def test_latency_summary_percentiles_are_sane() -> None:
+    lat = Latency()
+    for ms in range(1, 1001):
+        lat.record_ns(ms * 1_000_000)
+    s = lat.summary()
+    assert s["count"] == 1000
+    assert s["p50"] == pytest.approx(500, rel=0.002)
+    assert s["p99"] == pytest.approx(990, rel=0.002)
+    assert s["min"] == pytest.approx(1, rel=0.002) and s["max"] == pytest.approx(1000, rel=0.002)
+    assert s["mean"] == pytest.approx(500.5, rel=0.001)
+    keys = ["p50", "p75", "p90", "p95", "p99", "p99_9", "p99_99", "max"]
+    assert [s[k] for k in keys] == sorted(s[k] for k in keys)
+    decoded = HdrHistogram.decode(lat.encode().encode())
+    assert decoded.get_total_count() == 1000
+    assert Latency().summary() == {"count": 0}
+    neg = Latency()
+    neg.record_ns(-5)
+    assert neg.summary()["max"] == 0.001  # floored at the histogram's lowest value, 1 µs
+
+
+def test_throughput_series_has_every_bucket() -> None:
+    tp = Throughput(interval_ns=100_000_000)
+    tp.add(50_000_000, 10, 1000)
+    tp.add(350_000_000, 5, 500)
+    series = tp.series()
+    assert [p["t_s"] for p in series] == [0.0, 0.1, 0.2, 0.3]
+    assert [p["records_per_s"] for p in series] == [100.0, 0.0, 0.0, 50.0]
+    assert series[0]["mb_per_s"] == pytest.approx(0.01)
+    assert Throughput(1).series() == []
+
+
+def test_throughput_interval() -> None:
+    assert throughput_interval_ns(120) == 1_000_000_000
+    assert throughput_interval_ns(12) == 200_000_000
+    assert throughput_interval_ns(0.1) == 50_000_000
