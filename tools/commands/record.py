@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tools.replay.cliutil import MISSING_EXTRA, progress_bar, time_arg
+from tools.replay.cliutil import MISSING_EXTRA, progress_bar, say, time_arg
 
 EPILOG = """\
 Each record becomes a produce row with its partition, its timestamp and
@@ -57,17 +57,17 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     if not Path(args.log_dir).is_dir():
-        err.print(f"Error: no log directory at {args.log_dir}", markup=False)
+        say(err, f"Error: no log directory at {args.log_dir}")
         return 1
     if args.from_time is not None and args.to_time is not None and args.to_time <= args.from_time:
-        err.print("Error: --to-time must be after --from-time", markup=False)
+        say(err, "Error: --to-time must be after --from-time")
         return 2
     try:
         from tools.replay.format import write_workload
         from tools.replay.recorder import record_log
         from tools.replay.runner import run_async
     except ImportError as exc:
-        err.print(f"Error: {MISSING_EXTRA} ({exc})", markup=False)
+        say(err, f"Error: {MISSING_EXTRA} ({exc})")
         return 1
     from engine import Engine
 
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
         "topics": dict(sorted(workload.partitions.items())),
         "span_s": round(span, 3),
     }
-    err.print(f"Recorded {summary['rows']} records from {len(summary['topics'])} topic(s) "
-              f"({span:.1f} s of record time) into {path}", markup=False, highlight=False)
+    say(err, f"Recorded {summary['rows']} records from {len(summary['topics'])} topic(s) "
+              f"({span:.1f} s of record time) into {path}")
     if args.json:
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -22,6 +22,7 @@ from tools.replay.cliutil import (
     config_arg,
     print_findings,
     progress_bar,
+    say,
     speed_arg,
     topic_count_arg,
 )
@@ -74,7 +75,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     if args.consumers < 0:
-        err.print("Error: --consumers must be >= 0", markup=False)
+        say(err, "Error: --consumers must be >= 0")
         return 2
     try:
         from tools.replay.format import WorkloadError, load_workload
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         from tools.replay.report import build_report, print_summary
         from tools.replay.runner import ReplayOptions, replay_into, run_async
     except ImportError as exc:
-        err.print(f"Error: {MISSING_EXTRA} ({exc})", markup=False)
+        say(err, f"Error: {MISSING_EXTRA} ({exc})")
         return 1
     from engine import LogConfig
 
@@ -90,12 +91,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = LogConfig(**config_kwargs)
     except TypeError as exc:
-        err.print(f"Error: --config: {exc}", markup=False)
+        say(err, f"Error: --config: {exc}")
         return 2
     try:
         workload = load_workload(args.workload, dict(args.partitions))
     except WorkloadError as exc:
-        err.print(f"Error: {exc.path}: the workload has {len(exc.findings)} problem(s):", markup=False)
+        say(err, f"Error: {exc.path}: the workload has {len(exc.findings)} problem(s):")
         print_findings(exc.findings, err)
         return 1
     plan = build_plan(workload)
@@ -117,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
         written = [args.report, *map(Path, report.get("plots", []))]
     print_summary(report, err)
     if written:
-        err.print(f"Report: {written[0]}", markup=False, highlight=False)
+        say(err, f"Report: {written[0]}")
         if len(written) > 1:
-            err.print("Plots:  " + ", ".join(str(p) for p in written[1:]), markup=False, highlight=False)
+            say(err, "Plots:  " + ", ".join(str(p) for p in written[1:]))
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tools.replay.cliutil import MISSING_EXTRA, print_findings, topic_count_arg
+from tools.replay.cliutil import MISSING_EXTRA, print_findings, say, topic_count_arg
 
 EPILOG = """\
 Examples:
@@ -79,7 +79,7 @@ def run_validate(args: argparse.Namespace) -> int:
         from tools.replay.format import WorkloadError, read_raw
         from tools.replay.validate import validate_raw
     except ImportError as exc:
-        err.print(f"Error: {MISSING_EXTRA} ({exc})", markup=False)
+        say(err, f"Error: {MISSING_EXTRA} ({exc})")
         return 1
     try:
         raw = read_raw(args.file)
@@ -95,10 +95,10 @@ def run_validate(args: argparse.Namespace) -> int:
                    "findings": [f.to_json() for f in findings]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     if findings:
-        err.print(f"{args.file}: {len(findings)} problem(s) in {nrows} rows:", markup=False, highlight=False)
+        say(err, f"{args.file}: {len(findings)} problem(s) in {nrows} rows:")
         print_findings(findings, err)
         return 1
-    err.print(f"{args.file}: {nrows} rows, no problems", markup=False, highlight=False)
+    say(err, f"{args.file}: {nrows} rows, no problems")
     return 0
 
 
@@ -107,12 +107,12 @@ def run_describe(args: argparse.Namespace) -> int:
     try:
         from tools.replay.format import WorkloadError, load_workload
     except ImportError as exc:
-        err.print(f"Error: {MISSING_EXTRA} ({exc})", markup=False)
+        say(err, f"Error: {MISSING_EXTRA} ({exc})")
         return 1
     try:
         w = load_workload(args.file)
     except WorkloadError as exc:
-        err.print(f"Error: {exc}", markup=False, highlight=False)
+        say(err, f"Error: {exc}")
         return 1
     per = Counter((r.topic, r.op) for r in w.rows)
     producers = Counter(r.producer for r in w.rows)
@@ -130,14 +130,14 @@ def run_describe(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     out = Console()
-    table = Table(title=f"{args.file}: {len(w.rows)} rows over {span:.2f} s of capture time")
+    say(out, f"{args.file}: {len(w.rows)} rows over {span:.2f} s of capture time")
+    table = Table()
     for col in ("topic", "partitions", "produce", "fetch", "fetch_time"):
         table.add_column(col, justify="left" if col == "topic" else "right")
     for t, spec in summary["topics"].items():
         table.add_row(t, *(str(spec.get(c, 0)) for c in ("partitions", "produce", "fetch", "fetch_time")))
     out.print(table)
-    out.print("producers: " + ", ".join(f"{p or '(none)'} ({n})" for p, n in summary["producers"].items()),
-              markup=False, highlight=False)
+    say(out, "producers: " + ", ".join(f"{p or '(none)'} ({n})" for p, n in summary["producers"].items()))
     return 0
 
 
@@ -147,13 +147,13 @@ def run_generate(args: argparse.Namespace) -> int:
         from tools.replay.format import write_workload
         from tools.replay.sample import DEFAULT_DURATION_S, DEFAULT_SEED, generate_sample
     except ImportError as exc:
-        err.print(f"Error: {MISSING_EXTRA} ({exc})", markup=False)
+        say(err, f"Error: {MISSING_EXTRA} ({exc})")
         return 1
     if args.duration is not None and not args.duration > 0:
-        err.print("Error: --duration must be > 0", markup=False)
+        say(err, "Error: --duration must be > 0")
         return 2
     seed = DEFAULT_SEED if args.seed is None else args.seed
     w = generate_sample(seed, DEFAULT_DURATION_S if args.duration is None else args.duration)
     path = write_workload(args.output, w.rows, w.partitions)
-    err.print(f"Wrote {len(w.rows)} rows (seed {seed}) to {path}", markup=False, highlight=False)
+    say(err, f"Wrote {len(w.rows)} rows (seed {seed}) to {path}")
     return 0

@@ -122,6 +122,11 @@ def print_findings(findings: Any, console: Console, limit: int = 50) -> None:
     """One line per finding on the console, at most ``limit`` (then a count of the rest)."""
     items = list(findings)
     for finding in items[:limit]:
-        console.print(f"  {finding}", markup=False, highlight=False)
+        say(console, f"  {finding}")
     if len(items) > limit:
-        console.print(f"  ... and {len(items) - limit} more (use --json for all)", markup=False)
+        say(console, f"  ... and {len(items) - limit} more (use --json for all)")
+
+
+def say(console: Console, text: str) -> None:
+    """Print plain text (no markup, no highlighting, no wrapping: paths stay whole for copy and paste)."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)

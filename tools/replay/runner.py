@@ -474,15 +474,19 @@ class Replayer:
 
     async def _verify(self) -> None:
         sent_at: dict[TopicPartition, dict[int, tuple[str, RecordSpec]]] = {}
+        collisions: Counter[TopicPartition] = Counter()
         for b in self._sent:
             slots = sent_at.setdefault(b.tp, {})
             for i, spec in enumerate(b.records):
+                if b.first_offset + i in slots:
+                    collisions[b.tp] += 1  # two appends acknowledged with the same offset
                 slots[b.first_offset + i] = (b.producer, spec)
         checks = []
         for tp, exp in self.plan.expected.items():
             log = self._logs[tp]
             start, end = self._start_end[tp], log.log_end_offset
-            check = PartitionCheck(tp[0], tp[1], start, end, exp.records, 0, exp.checksum, 0)
+            check = PartitionCheck(tp[0], tp[1], start, end, exp.records, 0, exp.checksum, 0,
+                                   content_mismatches=collisions[tp])
             slots = sent_at.get(tp, {})
             last_position: dict[str, int] = {}
             async for rec in _read_range(log, start, end):

@@ -1,0 +1,100 @@
+"""``seglog replay``, ``seglog record`` and ``seglog workload`` through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from replay_helpers import SAMPLE
+
+from tools.cli import main
+from tools.replay.format import load_workload
+from tools.replay.sample import generate_sample
+
+
+@pytest.mark.parametrize("argv", [["replay"], ["record"], ["workload"], ["workload", "validate"],
+                                  ["workload", "describe"], ["workload", "generate"]])
+def test_every_help_ends_with_an_example(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    tail = out[out.rindex("Example"):]
+    assert "seglog " + argv[0] in tail
+
+
+def test_validate_names_row_and_column_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"topic": "ok", "ts_ns": 1, "value": ""}\n{"topic": "no/pe", "ts_ns": 2, "value": ""}\n')
+    assert main(["workload", "validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "1 problem(s) in 2 rows" in err and "row 1 (line 2), column 'topic'" in err
+    assert main(["workload", "validate", str(bad), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["findings"][0]["row"] == 1 and doc["findings"][0]["column"] == "topic"
+    assert main(["workload", "validate", str(tmp_path / "missing.parquet")]) == 1
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_validate_and_describe_the_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workload", "validate", str(SAMPLE)]) == 0
+    assert "no problems" in capsys.readouterr().err
+    assert main(["workload", "describe", str(SAMPLE), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["topics"]["orders"]["partitions"] == 3 and doc["topics"]["orders"]["fetch"] > 0
+
+
+def test_the_checked_in_sample_is_what_the_generator_writes(tmp_path: Path) -> None:
+    assert main(["workload", "generate", str(tmp_path / "s.parquet")]) == 0
+    generated = load_workload(tmp_path / "s.parquet")
+    bundled = load_workload(SAMPLE)
+    assert generated.rows == bundled.rows == generate_sample().rows
+    assert generated.partitions == bundled.partitions
+
+
+@pytest.mark.parametrize("argv", [["--speed", "fast"], ["--speed", "0"], ["--partitions", "t"],
+                                  ["--config", "novalue"]])
+def test_usage_errors_exit_2(argv: list[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["replay", str(SAMPLE), "--log-dir", str(tmp_path / "d"), *argv])
+    assert info.value.code == 2
+
+
+def test_replay_of_an_invalid_workload_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"topic": "t", "ts_ns": 1}\n')
+    assert main(["replay", str(bad), "--log-dir", str(tmp_path / "d")]) == 1
+    assert "row 0 (line 1), column 'value'" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+
+
+def test_unknown_config_key_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(SAMPLE), "--log-dir", str(tmp_path / "d"), "--config", "no_such_key=1"]) == 2
+    assert "--config" in capsys.readouterr().err
+
+
+def test_replay_record_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "reports" / "replay.json"
+    argv = ["replay", str(SAMPLE), "--log-dir", str(tmp_path / "data"), "--speed", "max",
+            "--report", str(report), "--consumers", "1", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out)
+    saved = json.loads(report.read_text())
+    assert printed["verification"]["ok"] is True and saved["totals"] == printed["totals"]
+    assert f"Report: {report}" in captured.err and "Plots:" in captured.err
+    assert [Path(p).name for p in saved["plots"]] == ["replay-throughput.png", "replay-latency.png"]
+    assert all(Path(p).is_file() for p in saved["plots"])
+
+    out = tmp_path / "recorded.parquet"
+    assert main(["record", "--log-dir", str(tmp_path / "data"), "--output", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows"] == printed["totals"]["acked_records"]
+    assert main(["replay", str(out), "--log-dir", str(tmp_path / "again"), "--speed", "max", "--no-plots"]) == 0
+    assert "verification  OK" in capsys.readouterr().err
+
+
+def test_record_from_a_missing_directory_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["record", "--log-dir", str(tmp_path / "none"), "-o", str(tmp_path / "w.parquet")]) == 1
+    assert "no log directory" in capsys.readouterr().err
