@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
         "topics": dict(sorted(workload.partitions.items())),
         "span_s": round(span, 3),
     }
-    say(err, f"Recorded {summary['rows']} records from {len(summary['topics'])} topic(s) "
-              f"({span:.1f} s of record time) into {path}")
+    say(err, f"Recorded {len(workload.rows)} records from {len(workload.partitions)} topic(s) "
+             f"({span:.1f} s of record time) into {path}")
     if args.json:
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")

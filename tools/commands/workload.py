@@ -117,12 +117,13 @@ def run_describe(args: argparse.Namespace) -> int:
     per = Counter((r.topic, r.op) for r in w.rows)
     producers = Counter(r.producer for r in w.rows)
     span = (max(r.ts_ns for r in w.rows) - min(r.ts_ns for r in w.rows)) / 1e9
+    topics = {t: {"partitions": n, **{op: c for (tt, op), c in sorted(per.items()) if tt == t}}
+              for t, n in sorted(w.partitions.items())}
     summary = {
         "path": str(args.file),
         "rows": len(w.rows),
         "span_s": round(span, 3),
-        "topics": {t: {"partitions": n, **{op: c for (tt, op), c in sorted(per.items()) if tt == t}}
-                   for t, n in sorted(w.partitions.items())},
+        "topics": topics,
         "producers": dict(sorted(producers.items())),
     }
     if args.json:
@@ -134,10 +135,10 @@ def run_describe(args: argparse.Namespace) -> int:
     table = Table()
     for col in ("topic", "partitions", "produce", "fetch", "fetch_time"):
         table.add_column(col, justify="left" if col == "topic" else "right")
-    for t, spec in summary["topics"].items():
+    for t, spec in topics.items():
         table.add_row(t, *(str(spec.get(c, 0)) for c in ("partitions", "produce", "fetch", "fetch_time")))
     out.print(table)
-    say(out, "producers: " + ", ".join(f"{p or '(none)'} ({n})" for p, n in summary["producers"].items()))
+    say(out, "producers: " + ", ".join(f"{p or '(none)'} ({n})" for p, n in sorted(producers.items())))
     return 0
 
 

@@ -296,7 +296,7 @@ def _arrow_column_values(name: str, column: pa.ChunkedArray, raw: RawWorkload) -
         return [None if v is None else v.encode() for v in values]
     if name == "headers":
         return [None if v is None else [(h.get("key"), h.get("value")) for h in v] for v in values]
-    return values
+    return list(values)
 
 
 def _is_header_type(t: pa.DataType) -> bool:

@@ -102,9 +102,9 @@ def generate_sample(seed: int = DEFAULT_SEED, duration_s: float = DEFAULT_DURATI
     user_cum = _zipf_weights(len(users), 1.05)
     for producer in ("web-1", "web-2", "web-3"):
         for t in _bursty_times(rng, duration_s):
-            key = None if rng.random() < 0.15 else rng.choices(users, cum_weights=user_cum)[0]
+            click_key: bytes | None = None if rng.random() < 0.15 else rng.choices(users, cum_weights=user_cum)[0]
             event_t = t - rng.uniform(0.2, 2.0) if rng.random() < 0.06 else t  # buffered mobile clicks
-            add(producer, t, topic="clicks", key=key, value_size=rng.randint(80, 1500),
+            add(producer, t, topic="clicks", key=click_key, value_size=rng.randint(80, 1500),
                 timestamp_us=ts_us(max(event_t, 0.0)))
 
     for t in _poisson_times(rng, 5.0, duration_s):
