@@ -12,7 +12,7 @@ from typing import Final, NamedTuple
 
 from indexes.abstract import INT32_MAX, AbstractIndex
 from indexes.errors import IndexFullError, InvalidOffsetError
-from indexes.search import largest_lower_bound, smallest_upper_bound
+from indexes.search import bisect_ceiling, bisect_floor, smallest_upper_bound, warm_entries
 
 __all__ = ["OFFSET_ENTRY", "OffsetIndex", "OffsetPosition"]
 
@@ -21,6 +21,7 @@ __all__ = ["OFFSET_ENTRY", "OffsetIndex", "OffsetPosition"]
 OFFSET_ENTRY: Final = struct.Struct(">ii")
 _KEY: Final = struct.Struct(">i")  # one int32 column of OFFSET_ENTRY
 _POSITION_FIELD: Final = 4  # byte offset of the position inside an entry (format)
+_WARM: Final = warm_entries(OFFSET_ENTRY.size)  # 1024 entries in Kafka's 8192-byte warm section
 
 
 class OffsetPosition(NamedTuple):
@@ -44,11 +45,16 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     log: the batch's last offset and its start position. Offsets strictly
     increase; positions never decrease.
 
+    In memory, after the first lookup: the mirror of :class:`AbstractIndex`,
+    ``array('i')`` relative offsets and ``array('i')`` positions (8 bytes per entry).
+
     Concurrency: as :class:`AbstractIndex` (one lock; any thread).
     """
 
     entry_size = OFFSET_ENTRY.size
     _offset_column = (_KEY, 0)
+    _key_field = (4, 0)
+    _value_field = (4, _POSITION_FIELD)
 
     _last_offset: int
 
@@ -90,13 +96,21 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         Raises:
             ClosedError: the index is closed.
         """
-        with self._lock:
-            if self._closed:
-                self._check_open()
-            slot = largest_lower_bound(self._mm, self._entries, target_offset - self._base_offset, key=_KEY, stride=8)
+        # acquire/try/release rather than `with`: ~0.1 µs less per call, ~10 % of a lookup.
+        lock = self._lock
+        lock.acquire()
+        try:
+            mirror = self._mirror
+            if mirror is None:
+                mirror = self._load_mirror()  # first lookup, or ClosedError
+            keys, positions = mirror
+            base = self._base_offset
+            slot = bisect_floor(keys, self._entries, target_offset - base, _WARM)
             if slot is None:
-                return OffsetPosition(self._base_offset, 0)
-            return self._parse(slot)
+                return _new_tuple(OffsetPosition, (base, 0))
+            return _new_tuple(OffsetPosition, (base + keys[slot], positions[slot]))
+        finally:
+            lock.release()
 
     def lookup_ceiling(self, target_offset: int) -> OffsetPosition | None:
         """The entry with the smallest offset ``>= target_offset``, or ``None``.
@@ -104,11 +118,20 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         Raises:
             ClosedError: the index is closed.
         """
-        with self._lock:
-            if self._closed:
-                self._check_open()
-            slot = smallest_upper_bound(self._mm, self._entries, target_offset - self._base_offset, key=_KEY, stride=8)
-            return None if slot is None else self._parse(slot)
+        lock = self._lock
+        lock.acquire()
+        try:
+            mirror = self._mirror
+            if mirror is None:
+                mirror = self._load_mirror()
+            keys, positions = mirror
+            base = self._base_offset
+            slot = bisect_ceiling(keys, self._entries, target_offset - base, _WARM)
+            if slot is None:
+                return None
+            return _new_tuple(OffsetPosition, (base + keys[slot], positions[slot]))
+        finally:
+            lock.release()
 
     def fetch_upper_bound_offset(self, fetch_offset: OffsetPosition, fetch_size: int) -> OffsetPosition | None:
         """The first entry whose position is ``>= fetch_offset.position + fetch_size``, or ``None``.
@@ -163,3 +186,4 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             OFFSET_ENTRY.pack_into(self._mm, entries * OFFSET_ENTRY.size, relative, position)
             self._entries += 1
             self._last_offset = offset
+            self._mirror_append(relative, position)

@@ -12,16 +12,16 @@ from typing import Final, NamedTuple
 
 from indexes.abstract import INT32_MAX, AbstractIndex
 from indexes.errors import IndexFullError, InvalidOffsetError, InvalidTimestampError
-from indexes.search import largest_lower_bound
+from indexes.search import bisect_floor, warm_entries
 
 __all__ = ["NO_TIMESTAMP", "TIME_ENTRY", "TimeIndex", "TimestampOffset"]
 
 #: One ``.timeindex`` entry: big-endian int64 timestamp (ms), int32 relative offset.
 #: Part of the on-disk format (byte-compatible with Kafka).
 TIME_ENTRY: Final = struct.Struct(">qi")
-_TIMESTAMP: Final = struct.Struct(">q")  # the key column of TIME_ENTRY
 _OFFSET: Final = struct.Struct(">i")  # the value column of TIME_ENTRY
 _OFFSET_FIELD: Final = 8  # byte offset of the relative offset inside an entry (format)
+_WARM: Final = warm_entries(TIME_ENTRY.size)  # 682 entries in Kafka's 8192-byte warm section
 
 #: Kafka's "no timestamp" value (RecordBatch.NO_TIMESTAMP).
 NO_TIMESTAMP: Final = -1
@@ -52,11 +52,16 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     (``maybe_append(..., skip_full_check=True)``), so :attr:`is_full` is true
     one slot early.
 
+    In memory, after the first lookup: the mirror of :class:`AbstractIndex`,
+    ``array('q')`` timestamps and ``array('i')`` relative offsets (12 bytes per entry).
+
     Concurrency: as :class:`AbstractIndex` (one lock; any thread).
     """
 
     entry_size = TIME_ENTRY.size
     _offset_column = (_OFFSET, _OFFSET_FIELD)
+    _key_field = (8, 0)
+    _value_field = (4, _OFFSET_FIELD)
 
     _last_entry: TimestampOffset
 
@@ -90,13 +95,20 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         Raises:
             ClosedError: the index is closed.
         """
-        with self._lock:
-            if self._closed:
-                self._check_open()
-            slot = largest_lower_bound(self._mm, self._entries, target_timestamp, key=_TIMESTAMP, stride=12)
+        # acquire/try/release rather than `with`: ~0.1 µs less per call, ~10 % of a lookup.
+        lock = self._lock
+        lock.acquire()
+        try:
+            mirror = self._mirror
+            if mirror is None:
+                mirror = self._load_mirror()  # first lookup, or ClosedError
+            timestamps, offsets = mirror
+            slot = bisect_floor(timestamps, self._entries, target_timestamp, _WARM)
             if slot is None:
-                return TimestampOffset(NO_TIMESTAMP, self._base_offset)
-            return self._parse(slot)
+                return _new_tuple(TimestampOffset, (NO_TIMESTAMP, self._base_offset))
+            return _new_tuple(TimestampOffset, (timestamps[slot], self._base_offset + offsets[slot]))
+        finally:
+            lock.release()
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's; otherwise do nothing.
@@ -141,6 +153,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                 TIME_ENTRY.pack_into(self._mm, entries * TIME_ENTRY.size, timestamp, relative)
                 self._entries = entries + 1
                 self._last_entry = _new_tuple(TimestampOffset, (timestamp, offset))
+                self._mirror_append(timestamp, relative)
 
     def _order_problem(self) -> str | None:
         # Timestamps strictly increase; relative offsets are >= 0 and never decrease.
