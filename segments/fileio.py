@@ -506,6 +506,10 @@ class SegmentFile:
             raise _storage_error(f"rename to {new_path.name}", self._path, exc) from exc
         self._path = new_path
 
+    def update_parent_dir(self, directory: Path) -> None:
+        """Follow the file to the same name in ``directory`` (the directory was moved); no I/O."""
+        self._path = Path(directory) / self._path.name
+
     async def mtime_ms(self) -> int:
         """Last modification time in milliseconds since the epoch.
 

@@ -1,0 +1,1154 @@
+"""``LogSegment``: one ``.log`` file of record batches with its offset, time and transaction indexes.
+
+Owns Kafka's ``LogSegment`` behaviour (append with the index-interval rule,
+offset translation, reads of whole batches, lookup by timestamp, recovery,
+truncation, roll decisions, suffix changes, deletion) and ``LogSegments``, the
+ordered map of a partition's segments.
+
+Async where the disk is touched, pure where not; a segment never reads a clock
+or knows a topic: ``now_ms``, ``index_interval_bytes``, ``max_index_size``,
+``roll_jitter_ms`` and the maximum batch size arrive as arguments. All file
+I/O goes through ``segments.fileio`` (one executor hop per operation; page-cache
+reads on the loop). Index files are opened lazily (``LazyIndex``) and always
+loaded in an executor thread.
+
+Must not import: ``engine`` or ``tools``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import struct
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Final, Generic, NamedTuple, Protocol, TypeVar
+
+from indexes import LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from indexes.errors import ClosedError, SeglogError
+from segments.batch import (
+    HEADER_SIZE,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    BatchHeader,
+    ScanStop,
+    check_header,
+    decode_batch,
+    decode_batches,
+    read_header,
+    scan_batches,
+    verify_crc,
+)
+from segments.errors import CorruptRecordError, SegmentOffsetOverflowError
+from segments.fileio import FileOps, PRead, SegmentFile, fsync_dir, in_thread, remove, run_to_completion
+from segments.records import Record
+
+__all__ = [
+    "LOG_SUFFIX",
+    "NO_TIMESTAMP",
+    "FetchData",
+    "LocatedBatch",
+    "LogOffsetMetadata",
+    "LogSegment",
+    "LogSegments",
+    "RollParams",
+    "filename_prefix",
+]
+
+LOG_SUFFIX: Final = ".log"  # part of the format: file-name suffixes (docs/FORMAT.md §1)
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+TXN_INDEX_SUFFIX: Final = ".txnindex"
+NO_TIMESTAMP: Final = -1  # Kafka's RecordBatch.NO_TIMESTAMP
+FIRST_BATCH_TIMESTAMP_UNKNOWN: Final = 2**63 - 1  # Kafka's Long.MAX_VALUE for "no first batch timestamp"
+# Reads that walk batch headers fetch this much at a time: between two offset-index entries there
+# are about index_interval_bytes (4096 by default) of batches, so one 8 KiB read usually covers the walk.
+_HEADER_WINDOW: Final = 8192
+# Recovery reads the .log in chunks of at least this size (and at least one maximal batch): big
+# enough that the ~85 µs thread hop and per-read costs vanish, small enough to stay out of the
+# fresh-allocation page-fault regime measured in research/perf.md (> ~1-4 MiB buffers).
+_RECOVERY_CHUNK: Final = 4 * 1024 * 1024
+_BATCH_LENGTH = struct.Struct(">i")
+
+
+def filename_prefix(offset: int) -> str:
+    """The file-name stem of a segment: its base offset, zero-padded to 20 digits (Kafka's rule)."""
+    return f"{offset:020d}"
+
+
+class RollParams(NamedTuple):
+    """What ``should_roll`` needs to know about the next append (Kafka's ``RollParams``)."""
+
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now_ms: int
+
+
+class LocatedBatch(NamedTuple):
+    """A batch found in a segment: its start position and its header (size, offsets, timestamps)."""
+
+    position: int
+    header: BatchHeader
+
+
+class LogOffsetMetadata(NamedTuple):
+    """Where a read started: the requested offset, the segment, the batch position (Kafka)."""
+
+    message_offset: int
+    segment_base_offset: int
+    relative_position: int
+
+
+class FetchData(NamedTuple):
+    """The result of :meth:`LogSegment.read`: whole batches, starting with the one holding the offset.
+
+    ``first_entry_incomplete`` is true when the first batch did not fit in
+    ``max_bytes`` and ``min_one_message`` was off (then ``data`` is empty).
+    """
+
+    offset_metadata: LogOffsetMetadata
+    data: bytes
+    first_entry_incomplete: bool = False
+
+    def records(self, max_offset: int | None = None) -> list[Record]:
+        """Decode ``data`` into Records from the requested offset on (CRC verified), below ``max_offset``.
+
+        Raises:
+            CorruptRecordError: a batch fails its checks (never returns garbage).
+        """
+        records = decode_batches(
+            self.data, start_offset=self.offset_metadata.message_offset, max_batch_bytes=len(self.data)
+        )
+        if max_offset is not None:
+            records = [r for r in records if r.offset < max_offset]
+        return records
+
+
+def _walk_headers(pread: PRead, start: int, end: int, path: Path) -> Iterator[LocatedBatch]:
+    """Yield the checked header of each batch in ``[start, end)`` of a ``.log``, reading 8 KiB windows."""
+    window: bytes | bytearray = b""
+    window_start = start
+    position = start
+    while position < end:
+        offset = position - window_start
+        if offset < 0 or offset + HEADER_SIZE > len(window):
+            window_start = position
+            window = pread(position, min(_HEADER_WINDOW, end - position))
+            offset = 0
+        try:
+            header = read_header(window, offset)
+            check_header(header, end - position, position)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"{path}: {exc}") from exc
+        yield LocatedBatch(position, header)
+        position += LOG_OVERHEAD + header.batch_length
+
+
+def _whole_batches_length(buf: bytes | bytearray, first_size: int) -> int:
+    # Length of the longest prefix of `buf` made of whole batches (the first one's size is known).
+    length = first_size if first_size <= len(buf) else 0
+    if length == 0:
+        return 0
+    size = len(buf)
+    while length + LOG_OVERHEAD <= size:
+        batch_length = _BATCH_LENGTH.unpack_from(buf, length + 8)[0]
+        if batch_length <= 0 or length + LOG_OVERHEAD + batch_length > size:
+            break
+        length += LOG_OVERHEAD + batch_length
+    return length
+
+
+class LogSegment:
+    """One segment: a ``.log`` of record batches plus ``.index``, ``.timeindex``, ``.txnindex``.
+
+    On disk: ``<base_offset:020d>.log`` (batches, ``docs/FORMAT.md`` §2) and the
+    three index files beside it (§3), all with an optional extra ``suffix``
+    (``.deleted``). Offset-index entries carry a batch's **last** offset and its
+    **start** position; one is written when more than ``index_interval_bytes``
+    were appended since the previous one (checked before the batch is added, so
+    the first batch never gets one) — Kafka's rule. The time index gets an
+    entry at the same moments (when the largest timestamp grew) and a final one
+    when the segment becomes inactive or closes.
+
+    Concurrency contract: appends and the other mutations (``truncate_to``,
+    ``recover``, ``on_become_inactive``, ``change_file_suffixes``, ``delete``)
+    are serialised by the caller (one lock per partition); reads
+    (``read``, ``translate_offset``, ``find_offset_by_timestamp``,
+    ``read_next_offset``) may run concurrently with each other and with one
+    append. The visible size grows only after an append's bytes are written,
+    and index entries are added after that, so a reader never sees a
+    half-written batch. ``recover`` must not run concurrently with anything.
+    """
+
+    def __init__(
+        self,
+        *,
+        log: SegmentFile,
+        directory: Path,
+        base_offset: int,
+        suffix: str,
+        max_index_size: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        now_ms: int,
+        writable: bool,
+        first_batch: BatchHeader | None,
+        index_files_existed: tuple[bool, bool],
+    ) -> None:
+        prefix = directory / filename_prefix(base_offset)
+        self._log = log
+        self._base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._index_interval_bytes = index_interval_bytes
+        self._roll_jitter_ms = roll_jitter_ms
+        self._writable = writable
+        self._offset_index = LazyIndex.for_offset(
+            f"{prefix}{INDEX_SUFFIX}{suffix}", base_offset, max_index_size, writable=writable
+        )
+        self._time_index = LazyIndex.for_time(
+            f"{prefix}{TIME_INDEX_SUFFIX}{suffix}", base_offset, max_index_size, writable=writable
+        )
+        self._txn_index = TransactionIndex(f"{prefix}{TXN_INDEX_SUFFIX}{suffix}", base_offset)
+        self._index_files_existed = index_files_existed
+        self._created_ms = now_ms
+        self._rolling_based_timestamp: int | None = None if first_batch is None else first_batch.max_timestamp
+        # None: not read from the time index yet. A brand-new segment has none to read.
+        self._max_timestamp_so_far: int | None = NO_TIMESTAMP if log.size == 0 and not index_files_existed[1] else None
+        self._offset_of_max_timestamp_so_far = base_offset
+        self._bytes_since_last_index_entry = 0
+        self._next_offset: int | None = None  # cache of read_next_offset()
+        self._closed = False
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls,
+        directory: Path | str,
+        base_offset: int,
+        *,
+        max_index_size: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        now_ms: int,
+        file_already_exists: bool = False,
+        preallocate_bytes: int = 0,
+        suffix: str = "",
+        writable: bool = True,
+        ops: FileOps | None = None,
+    ) -> LogSegment:
+        """Open the segment with ``base_offset`` in ``directory``, creating its ``.log`` unless it exists.
+
+        Index files are not opened (nor created) until first needed. A new
+        ``.log`` is preallocated to ``preallocate_bytes`` when that is positive.
+        ``now_ms`` is the segment's creation time for time-based rolling.
+
+        Raises:
+            StorageError: the ``.log`` cannot be opened or created.
+            CorruptRecordError: an existing ``.log`` does not start with a batch header.
+        """
+        directory = Path(directory)
+        log_path = directory / f"{filename_prefix(base_offset)}{LOG_SUFFIX}{suffix}"
+        log = await SegmentFile.open(
+            log_path,
+            create=not file_already_exists,
+            writable=writable,
+            preallocate_bytes=0 if file_already_exists else preallocate_bytes,
+            ops=ops,
+        )
+        first_batch: BatchHeader | None = None
+        index_files_existed = (False, False)
+        try:
+            if file_already_exists:
+                prefix = directory / filename_prefix(base_offset)
+
+                def probe(pread: PRead) -> tuple[BatchHeader | None, tuple[bool, bool]]:
+                    head = pread(0, HEADER_SIZE)
+                    header = read_header(head) if len(head) == HEADER_SIZE else None
+                    exist = (
+                        Path(f"{prefix}{INDEX_SUFFIX}{suffix}").exists(),
+                        Path(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}").exists(),
+                    )
+                    return header, exist
+
+                first_batch, index_files_existed = await in_thread(log.read_in_thread, probe)
+        except BaseException:
+            await log.close(trim=False)
+            raise
+        return cls(
+            log=log,
+            directory=directory,
+            base_offset=base_offset,
+            suffix=suffix,
+            max_index_size=max_index_size,
+            index_interval_bytes=index_interval_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            now_ms=now_ms,
+            writable=writable,
+            first_batch=first_batch,
+            index_files_existed=index_files_existed,
+        )
+
+    async def __aenter__(self) -> LogSegment:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Write the final time-index entry, trim and close the indexes, trim and close the ``.log``.
+
+        Idempotent; completes even if the caller is cancelled.
+
+        Raises:
+            StorageError: trimming or closing a file failed (every file is released anyway).
+        """
+        if self._closed:
+            return
+        self._closed = True
+
+        def close_indexes() -> None:
+            try:
+                if self._writable and self._max_timestamp_so_far is not None and self._max_timestamp_so_far >= 0:
+                    # Kafka swallows errors of this last entry: an index is only a hint.
+                    with contextlib.suppress(SeglogError, ValueError):
+                        self._time_index.get().maybe_append(
+                            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far, skip_full_check=True
+                        )
+            finally:
+                try:
+                    self._offset_index.close() if self._writable else self._offset_index.close_handler()
+                finally:
+                    try:
+                        self._time_index.close() if self._writable else self._time_index.close_handler()
+                    finally:
+                        self._txn_index.close()
+
+        async def work() -> None:
+            try:
+                await in_thread(close_indexes)
+            finally:
+                await self._log.close(trim=self._writable)
+
+        await run_to_completion(work())
+
+    async def delete(self) -> None:
+        """Close without trimming and delete the ``.log`` and its three index files (those that exist).
+
+        Raises:
+            StorageError: a file exists but cannot be removed.
+        """
+        self._closed = True
+        log = self._log
+
+        def remove_indexes() -> None:
+            self._offset_index.delete()
+            self._time_index.delete()
+            self._txn_index.delete()
+
+        async def work() -> None:
+            await log.close(trim=False)
+            await in_thread(remove_indexes)
+            await remove(log.path, ops=log.ops)
+
+        await run_to_completion(work())
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            warnings.warn(f"unclosed segment {self._log.path}", ResourceWarning, stacklevel=2, source=self)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self._log.path}: segment is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._writable:
+            raise ClosedError(f"{self._log.path}: segment was opened read-only")
+
+    # ------------------------------------------------------------------------------ properties
+
+    @property
+    def base_offset(self) -> int:
+        """The offset of the first record this segment may hold (its file name)."""
+        return self._base_offset
+
+    @property
+    def size(self) -> int:
+        """Bytes of whole batches in the ``.log`` (the logical size, not a preallocated length)."""
+        return self._log.size
+
+    @property
+    def log_path(self) -> Path:
+        """Current path of the ``.log`` file."""
+        return self._log.path
+
+    @property
+    def offset_index_path(self) -> Path:
+        """Current path of the ``.index`` file (it may not exist yet)."""
+        return self._offset_index.path
+
+    @property
+    def time_index_path(self) -> Path:
+        """Current path of the ``.timeindex`` file (it may not exist yet)."""
+        return self._time_index.path
+
+    @property
+    def txn_index_path(self) -> Path:
+        """Current path of the ``.txnindex`` file (it exists only with aborted transactions)."""
+        return self._txn_index.path
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` or :meth:`delete` was called."""
+        return self._closed
+
+    @property
+    def index_interval_bytes(self) -> int:
+        """Bytes of batches between two offset-index entries."""
+        return self._index_interval_bytes
+
+    @property
+    def roll_jitter_ms(self) -> int:
+        """Subtracted from ``max_segment_ms`` in the time-based roll check."""
+        return self._roll_jitter_ms
+
+    @property
+    def created_ms(self) -> int:
+        """``now_ms`` at open, or at the last truncation that emptied the segment."""
+        return self._created_ms
+
+    @property
+    def max_timestamp_so_far(self) -> int | None:
+        """The largest batch timestamp appended so far, ``-1`` if none, ``None`` if not loaded yet.
+
+        See :meth:`read_max_timestamp_and_offset_so_far` to load it.
+        """
+        return self._max_timestamp_so_far
+
+    @property
+    def first_batch_timestamp(self) -> int:
+        """Max timestamp of the first batch, or ``2**63-1`` when there is none (Kafka's Long.MAX)."""
+        ts = self._rolling_based_timestamp
+        return ts if ts is not None and ts >= 0 and self._log.size > 0 else FIRST_BATCH_TIMESTAMP_UNKNOWN
+
+    def has_suffix(self, suffix: str) -> bool:
+        """Whether every file name of the segment ends with ``suffix``."""
+        return all(
+            str(p).endswith(suffix)
+            for p in (self._log.path, self._offset_index.path, self._time_index.path, self._txn_index.path)
+        )
+
+    def __repr__(self) -> str:
+        return f"<LogSegment {self._log.path} base={self._base_offset} size={self.size}>"
+
+    # ------------------------------------------------------------------------------ indexes
+
+    async def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Both indexes, loaded in a thread the first time (mapping a file is disk I/O)."""
+        if self._offset_index.is_loaded and self._time_index.is_loaded and self._max_timestamp_so_far is not None:
+            return self._offset_index.get(), self._time_index.get()
+        offset_index, time_index = await in_thread(lambda: (self._offset_index.get(), self._time_index.get()))
+        if self._max_timestamp_so_far is None:
+            last = time_index.last_entry
+            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = last.timestamp, last.offset
+        return offset_index, time_index
+
+    async def read_max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+        """The largest timestamp so far and the last offset of the batch that has it (loads the time index).
+
+        Raises:
+            StorageError: the time index cannot be opened.
+        """
+        self._check_open()
+        await self._indexes()
+        assert self._max_timestamp_so_far is not None
+        return TimestampOffset(self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far)
+
+    async def largest_record_timestamp(self) -> int | None:
+        """The largest record timestamp in the segment, or ``None`` when it has no timestamped batch."""
+        ts = (await self.read_max_timestamp_and_offset_so_far()).timestamp
+        return ts if ts >= 0 else None
+
+    async def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the ``.log``'s modification time in ms if there is none (Kafka)."""
+        ts = await self.largest_record_timestamp()
+        return ts if ts is not None else await self._log.mtime_ms()
+
+    def _index_is_full(self, lazy: LazyIndex[OffsetIndex] | LazyIndex[TimeIndex], existed: bool) -> bool:
+        if lazy.is_loaded:
+            return lazy.get().is_full
+        # Not loaded: a new file would be created empty; an existing one is taken as full of valid
+        # entries until resize_indexes() grows it again (Kafka's AbstractIndex rule).
+        return existed
+
+    async def resize_indexes(self, size: int) -> None:
+        """Resize both index files (preallocation) to ``size`` bytes, rounded down to whole entries.
+
+        The engine calls this with ``segment_index_bytes`` on the segment it makes
+        active after opening or recovering a log (Kafka's LogLoader does the same):
+        a reopened index file is otherwise exactly as long as its entries, hence full.
+
+        Raises:
+            StorageError: a file cannot be resized.
+        """
+        self._check_writable()
+        offset_index, time_index = await self._indexes()
+
+        def work() -> None:
+            offset_index.resize(size)
+            time_index.resize(size)
+
+        await in_thread(work)
+
+    async def sanity_check(self) -> None:
+        """Load the three indexes and check them (Kafka's rules); corrupt ones must be rebuilt by ``recover``.
+
+        Raises:
+            CorruptIndexError: an index failed its check.
+            StorageError: an index cannot be opened.
+        """
+        self._check_open()
+        offset_index, time_index = await self._indexes()
+
+        def work() -> None:
+            offset_index.sanity_check()
+            time_index.sanity_check()
+            self._txn_index.sanity_check()
+
+        await in_thread(work)
+
+    # ------------------------------------------------------------------------------ append
+
+    def _header_of(self, batch: bytes | bytearray | memoryview) -> BatchHeader:
+        header = read_header(batch)
+        check_header(header, len(batch))
+        if header.size != len(batch):
+            raise ValueError(f"a buffer of {len(batch)} bytes is not one encoded batch of {header.size} bytes")
+        return header
+
+    async def append(self, batches: Sequence[bytes | bytearray | memoryview], *, fsync: bool = False) -> int:
+        """Append encoded batches (from ``encode_batch``) with ONE write and ONE executor hop.
+
+        The engine groups concurrent producers' batches here (group commit).
+        For each batch, in order: the largest timestamp so far is updated, then
+        Kafka's index rule adds an offset-index entry ``(batch last offset, batch
+        start position)`` and a time-index entry when more than
+        ``index_interval_bytes`` were appended since the last entry. An index
+        that is full takes no more entries (an index is a hint; the segment
+        must roll, ``should_roll`` says so). With ``fsync`` the data is
+        ``fdatasync``'d in the same hop. Returns the position of the first batch.
+        Nothing is visible to readers before the write completed; a cancelled
+        append still completes (and updates the segment) before the
+        cancellation is re-raised.
+
+        Raises:
+            SegmentOffsetOverflowError: a batch's offsets are below the base
+                offset or more than 2**31-1 above it; nothing was written.
+            ValueError: a buffer is not exactly one encoded batch.
+            StorageError: the write or sync failed; the segment is as before.
+            ClosedError: the segment is closed or read-only.
+        """
+        self._check_writable()
+        if not batches:
+            return self._log.size
+        headers = [self._header_of(b) for b in batches]
+        for header in headers:
+            relative_last = header.last_offset - self._base_offset
+            if header.base_offset < self._base_offset or relative_last > INT32_MAX:
+                raise SegmentOffsetOverflowError(
+                    f"{self._log.path}: batch with offsets {header.base_offset}..{header.last_offset} cannot be "
+                    f"stored relative to base offset {self._base_offset} (allowed: up to "
+                    f"{self._base_offset + INT32_MAX}); roll a new segment first"
+                )
+        if self._max_timestamp_so_far is None:
+            await self._indexes()  # the largest timestamp so far lives in the time index
+            self._check_writable()  # re-check after the await: a close may have run meanwhile
+        assert self._max_timestamp_so_far is not None
+
+        # Plan the index entries before writing: the positions are known, the index rule needs only sizes.
+        position = self._log.size
+        since = self._bytes_since_last_index_entry
+        max_ts, max_ts_offset = self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+        entries: list[tuple[int, int, int, int]] = []
+        batch_position = position
+        for header in headers:
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+            if since > self._index_interval_bytes:
+                entries.append((header.last_offset, batch_position, max_ts, max_ts_offset))
+                since = 0
+            since += header.size
+            batch_position += header.size
+        if entries:
+            # Index files are created (and mapped) in a thread when the first entry is due.
+            offset_index, time_index = await self._indexes()
+            self._check_writable()
+            if self._log.size != position:
+                raise RuntimeError(f"{self._log.path}: concurrent appends; the caller must serialise them")
+
+        async def commit() -> int:
+            written_at = await self._log.append(batches, fsync=fsync)
+            if written_at == 0:
+                self._rolling_based_timestamp = headers[0].max_timestamp
+            for last_offset, entry_position, entry_ts, entry_ts_offset in entries:
+                if not offset_index.is_full:
+                    offset_index.append(last_offset, entry_position)
+                if not time_index.is_full:
+                    time_index.maybe_append(entry_ts, entry_ts_offset)
+            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
+            self._bytes_since_last_index_entry = since
+            self._next_offset = headers[-1].next_offset
+            return written_at
+
+        return await run_to_completion(commit())
+
+    # ------------------------------------------------------------------------------ reads
+
+    async def _loaded_offset_index(self) -> OffsetIndex | None:
+        if self._offset_index.is_loaded:
+            return self._offset_index.get()
+        if not self._writable and not self._index_files_existed[0]:
+            return None  # read-only without an index file: scan from the start
+        return (await self._indexes())[0]
+
+    def _locate(self, pread: PRead, offset: int, start: int, end: int) -> LocatedBatch | None:
+        for located in _walk_headers(pread, start, end, self._log.path):
+            if located.header.last_offset >= offset:
+                return located
+        return None
+
+    async def translate_offset(self, offset: int, starting_position: int = 0) -> LocatedBatch | None:
+        """The first batch whose last offset is ≥ ``offset``, from ``starting_position`` on; ``None`` past the end.
+
+        Raises:
+            CorruptRecordError: a batch header on the way is corrupt.
+            StorageError, ClosedError.
+        """
+        self._check_open()
+        offset_index = await self._loaded_offset_index()
+        start = max(offset_index.lookup(offset).position if offset_index else 0, starting_position)
+        end = self._log.size
+        return await self._log.run_read(lambda pread: self._locate(pread, offset, start, end))
+
+    async def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchData | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` (Kafka's ``read``).
+
+        ``None`` when ``start_offset`` is beyond the last offset of the segment.
+        With ``min_one_message`` the first batch is returned even if larger than
+        ``max_bytes``; without it such a batch gives empty ``data`` and
+        ``first_entry_incomplete``. Reading stops at ``max_position`` (default:
+        the current size). At most one executor hop (none when the bytes are in
+        the page cache). Decode with :meth:`FetchData.records`.
+
+        Raises:
+            ValueError: ``max_bytes`` is negative.
+            CorruptRecordError: a batch header on the way is corrupt.
+            StorageError, ClosedError.
+        """
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        self._check_open()
+        offset_index = await self._loaded_offset_index()
+        start = offset_index.lookup(start_offset).position if offset_index else 0
+        end = self._log.size
+        limit = end if max_position is None else min(max_position, end)
+
+        def work(pread: PRead) -> FetchData | None:
+            located = self._locate(pread, start_offset, start, end)
+            if located is None:
+                return None
+            metadata = LogOffsetMetadata(start_offset, self._base_offset, located.position)
+            first_size = located.header.size
+            adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
+            fetch_size = min(limit - located.position, adjusted)
+            if fetch_size < first_size:
+                return FetchData(metadata, b"", first_entry_incomplete=0 < adjusted < first_size)
+            buf = pread(located.position, fetch_size)
+            data = buf[: _whole_batches_length(buf, first_size)]
+            return FetchData(metadata, data if type(data) is bytes else bytes(data))
+
+        return await self._log.run_read(work)
+
+    async def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> TimestampOffset | None:
+        """The earliest record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``, or ``None``.
+
+        Correct with out-of-order timestamps: the time index gives a batch
+        before which every timestamp is smaller; batches whose max timestamp
+        is below the target are skipped by their header, without decoding.
+
+        Raises:
+            CorruptRecordError: a batch on the way fails its checks.
+            StorageError, ClosedError.
+        """
+        self._check_open()
+        offset_index, time_index = await self._indexes()
+        entry = time_index.lookup(timestamp)
+        start = offset_index.lookup(max(entry.offset, starting_offset)).position
+        end = self._log.size
+        path = self._log.path
+
+        def work(pread: PRead) -> TimestampOffset | None:
+            for position, header in _walk_headers(pread, start, end, path):
+                if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                    continue
+                buf = pread(position, header.size)
+                try:
+                    verify_crc(buf, 0, header)
+                    records = decode_batch(buf, 0, header, start_offset=starting_offset)
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(f"{path}: at position {position}: {exc}") from exc
+                for record in records:
+                    assert record.timestamp is not None  # decoded records always carry one
+                    if record.timestamp >= timestamp:
+                        return TimestampOffset(record.timestamp, record.offset)
+            return None
+
+        return await self._log.run_read(work)
+
+    async def read_next_offset(self) -> int:
+        """The offset after the last batch (``base_offset`` when empty).
+
+        Raises:
+            CorruptRecordError: a batch header on the way is corrupt.
+            StorageError, ClosedError.
+        """
+        self._check_open()
+        if self._next_offset is not None:
+            return self._next_offset
+        offset_index = await self._loaded_offset_index()
+        start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
+        end = self._log.size
+
+        def work(pread: PRead) -> int:
+            next_offset = self._base_offset
+            for _, header in _walk_headers(pread, start, end, self._log.path):
+                next_offset = header.next_offset
+            return next_offset
+
+        next_offset = await self._log.run_read(work)
+        if end == self._log.size:  # nothing appended meanwhile: the answer is still current
+            self._next_offset = next_offset
+        return next_offset
+
+    async def has_overflow(self) -> bool:
+        """Whether the segment holds an offset not representable relative to its base (Kafka)."""
+        next_offset = await self.read_next_offset()
+        return next_offset > self._base_offset and next_offset - 1 - self._base_offset > INT32_MAX
+
+    # ------------------------------------------------------------------------------ roll
+
+    def time_waited_for_roll(self, now_ms: int, max_timestamp_in_messages: int) -> int:
+        """Milliseconds this segment has been "open" for time-based rolling (Kafka's rule).
+
+        The incoming batch's timestamp minus the first batch's timestamp when the
+        first batch has one; otherwise wall-clock time since the segment was created.
+        """
+        first = self._rolling_based_timestamp
+        if first is not None and first >= 0 and self._log.size > 0:
+            return max_timestamp_in_messages - first
+        return now_ms - self._created_ms
+
+    def should_roll(self, params: RollParams) -> bool:
+        """Whether the next append (described by ``params``) must go to a new segment; pure.
+
+        True when any of Kafka's five conditions holds: the segment would exceed
+        ``max_segment_bytes``; it is non-empty and has waited more than
+        ``max_segment_ms - roll_jitter_ms``; its offset index is full; its time
+        index is full; or the incoming last offset is not representable relative
+        to the base offset. An empty segment never rolls for time.
+        """
+        size = self._log.size
+        return (
+            size > params.max_segment_bytes - params.messages_size
+            or (
+                size > 0
+                and self.time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
+                > params.max_segment_ms - self._roll_jitter_ms
+            )
+            or self._index_is_full(self._offset_index, self._index_files_existed[0])
+            or self._index_is_full(self._time_index, self._index_files_existed[1])
+            or not 0 <= params.max_offset_in_messages - self._base_offset <= INT32_MAX
+        )
+
+    async def on_become_inactive(self) -> None:
+        """At roll: write the final time-index entry, trim both indexes and a preallocated ``.log``.
+
+        Raises:
+            StorageError: a trim failed.
+        """
+        self._check_writable()
+        offset_index, time_index = await self._indexes()
+        assert self._max_timestamp_so_far is not None
+        max_ts, max_ts_offset = self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+
+        def work() -> None:
+            time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+            offset_index.trim_to_valid_size()
+            time_index.trim_to_valid_size()
+
+        await in_thread(work)
+        await self._log.trim()
+
+    # ------------------------------------------------------------------------------ durability
+
+    async def flush(self) -> None:
+        """``fdatasync`` the ``.log`` and flush the loaded indexes, in one hop.
+
+        Raises:
+            StorageError: a sync failed.
+        """
+        self._check_open()
+        log = self._log
+
+        def work() -> None:
+            log.fsync_in_thread()
+            for lazy in (self._offset_index, self._time_index):
+                if lazy.is_loaded:
+                    lazy.get().flush()
+            self._txn_index.flush()
+
+        await in_thread(work)
+
+    # ------------------------------------------------------------------------------ truncation
+
+    async def truncate_to(self, offset: int, *, now_ms: int) -> int:
+        """Remove every batch whose last offset is ≥ ``offset``; returns the bytes removed.
+
+        The cut is at the start of the batch holding ``offset`` (whole batches
+        only, so a batch straddling ``offset`` goes entirely, as in Kafka). The
+        indexes are truncated and grown back to ``max_index_size``; an emptied
+        segment restarts its roll clock at ``now_ms``; the largest timestamp is
+        re-derived from what remains. An offset beyond the segment changes
+        nothing (returns 0).
+
+        Raises:
+            StorageError, ClosedError, CorruptRecordError (a header on the way).
+        """
+        self._check_writable()
+        offset_index, time_index = await self._indexes()
+        located = await self.translate_offset(offset)
+        self._check_writable()
+
+        def cut_indexes() -> None:
+            offset_index.truncate_to(offset)
+            time_index.truncate_to(offset)
+            self._txn_index.truncate_to(offset)
+            offset_index.resize(self._max_index_size)
+            time_index.resize(self._max_index_size)
+
+        async def work() -> int:
+            await in_thread(cut_indexes)
+            self._index_files_existed = (False, False)
+            removed = 0
+            if located is not None:
+                removed = self._log.size - located.position
+                await self._log.truncate(located.position)
+            if self._log.size == 0:
+                self._created_ms = now_ms
+                self._rolling_based_timestamp = None
+            self._bytes_since_last_index_entry = 0
+            self._next_offset = None
+            await self._reload_largest_timestamp(offset_index, time_index)
+            return removed
+
+        return await run_to_completion(work())
+
+    async def _reload_largest_timestamp(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
+        # Kafka's loadLargestTimestamp: the last time-index entry, then any larger batch after it.
+        last = time_index.last_entry
+        start = offset_index.lookup(last.offset).position
+        end = self._log.size
+
+        def work(pread: PRead) -> tuple[int, int]:
+            max_ts, max_ts_offset = last.timestamp, last.offset
+            for _, header in _walk_headers(pread, start, end, self._log.path):
+                if header.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+            return max_ts, max_ts_offset
+
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = await self._log.run_read(work)
+
+    # ------------------------------------------------------------------------------ recovery
+
+    async def recover(
+        self, max_batch_bytes: int, progress: Callable[[int, int], object] | None = None
+    ) -> int:
+        """Validate every batch, cut a torn or corrupt tail, rebuild the indexes; returns the bytes cut.
+
+        Runs the scan in an executor thread, reading 4 MiB chunks, so the event
+        loop keeps running meanwhile (the loop gets the GIL at least every 5 ms).
+        Each batch is checked (header, length ≤ ``max_batch_bytes``, CRC-32C,
+        increasing offsets from the base offset); the first bad or incomplete
+        batch and everything after it is truncated: a torn tail is a crash, not
+        an error. The offset and time indexes are rebuilt with the append rule;
+        the transaction index is emptied (seglog writes no transaction markers
+        yet). ``progress(bytes_done, bytes_total)`` is called on the event loop.
+        The segment must not be used by anyone else meanwhile.
+
+        Raises:
+            SegmentOffsetOverflowError: a valid batch's offsets are out of the
+                segment's int32 range (the file was not written by this segment).
+            StorageError, ClosedError.
+        """
+        self._check_writable()
+        offset_index, time_index = await self._indexes()
+        loop = asyncio.get_running_loop()
+        total = self._log.size
+        base_offset = self._base_offset
+        interval = self._index_interval_bytes
+        path = self._log.path
+
+        def report(done: int) -> None:
+            if progress is not None:
+                loop.call_soon_threadsafe(progress, done, total)
+
+        def scan(pread: PRead) -> tuple[int, int, int, int, int, BatchHeader | None]:
+            offset_index.reset()
+            time_index.reset()
+            self._txn_index.reset()
+            chunk_size = max(_RECOVERY_CHUNK, max_batch_bytes + HEADER_SIZE)
+            valid = last_entry = 0
+            max_ts, max_ts_offset = NO_TIMESTAMP, base_offset
+            next_offset = base_offset
+            first: BatchHeader | None = None
+            while valid < total:
+                chunk = pread(valid, min(chunk_size, total - valid))
+                result = scan_batches(chunk, max_batch_bytes=max_batch_bytes, next_offset=next_offset)
+                for relative_position, header in result.batches:
+                    position = valid + relative_position
+                    if header.last_offset - base_offset > INT32_MAX:
+                        raise SegmentOffsetOverflowError(
+                            f"{path}: batch at position {position} with last offset {header.last_offset} "
+                            f"is more than 2**31-1 above the base offset {base_offset}"
+                        )
+                    if first is None:
+                        first = header
+                    if header.max_timestamp > max_ts:
+                        max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+                    if position - last_entry > interval:
+                        # The same rule as append, including "a full index takes no more entries".
+                        if not offset_index.is_full:
+                            offset_index.append(header.last_offset, position)
+                        if not time_index.is_full:
+                            time_index.maybe_append(max_ts, max_ts_offset)
+                        last_entry = position
+                next_offset = result.next_offset
+                advanced = result.valid_end
+                valid += advanced
+                report(valid)
+                more_to_read = valid + (len(chunk) - advanced) < total
+                if result.stop is ScanStop.END or (
+                    result.stop is ScanStop.INCOMPLETE and more_to_read and advanced > 0
+                ):
+                    continue  # the chunk ended inside a batch that continues in the next read
+                break
+            time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+            offset_index.trim_to_valid_size()
+            time_index.trim_to_valid_size()
+            return valid, last_entry, max_ts, max_ts_offset, next_offset, first
+
+        async def work() -> int:
+            valid, last_entry, max_ts, max_ts_offset, next_offset, first = await in_thread(
+                self._log.read_in_thread, scan
+            )
+            truncated = self._log.size - valid
+            if truncated:
+                await self._log.truncate(valid)
+            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
+            self._bytes_since_last_index_entry = valid - last_entry
+            self._next_offset = next_offset
+            self._rolling_based_timestamp = None if first is None else first.max_timestamp
+            return truncated
+
+        return await run_to_completion(work())
+
+    # ------------------------------------------------------------------------------ renames
+
+    async def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all four files from ``<name><old_suffix>`` to ``<name><new_suffix>`` (e.g. ``""`` → ``".deleted"``).
+
+        Index files that do not exist yet are not created; the segment follows
+        the new names. The directory is fsynced once.
+
+        Raises:
+            ValueError: a file name does not end with ``old_suffix``.
+            StorageError: a rename failed.
+        """
+        self._check_open()
+
+        def renamed(path: Path) -> Path:
+            name = str(path)
+            if not name.endswith(old_suffix):
+                raise ValueError(f"{path} does not end with {old_suffix!r}")
+            return Path(name[: len(name) - len(old_suffix)] + new_suffix)
+
+        targets = [
+            renamed(p)
+            for p in (self._log.path, self._offset_index.path, self._time_index.path, self._txn_index.path)
+        ]
+        log = self._log
+
+        def work() -> None:
+            log.rename_in_thread(targets[0])
+            self._offset_index.rename_to(targets[1])
+            self._time_index.rename_to(targets[2])
+            self._txn_index.rename_to(targets[3])
+
+        await run_to_completion(in_thread(work))
+        await fsync_dir(targets[0].parent, ops=log.ops)
+
+    def update_parent_dir(self, directory: Path | str) -> None:
+        """Follow the files to ``directory`` after the whole directory was moved; no I/O."""
+        directory = Path(directory)
+        self._log.update_parent_dir(directory)
+        self._offset_index.update_parent_dir(directory)
+        self._time_index.update_parent_dir(directory)
+        self._txn_index.update_parent_dir(directory)
+
+
+# ------------------------------------------------------------------------------------ LogSegments
+
+
+class _Segment(Protocol):
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+SegmentT = TypeVar("SegmentT", bound=_Segment)
+
+
+class LogSegments(Generic[SegmentT]):
+    """The segments of one partition, ordered by base offset (Kafka's ``LogSegments``); pure, no I/O.
+
+    Adding a segment whose base offset is already present replaces it. The
+    active segment is the one with the highest base offset.
+    Concurrency: plain data; the owner serialises changes.
+    """
+
+    def __init__(self) -> None:
+        self._bases: list[int] = []
+        self._segments: dict[int, SegmentT] = {}
+
+    def add(self, segment: SegmentT) -> SegmentT | None:
+        """Insert (or replace) ``segment``; returns the segment it replaced."""
+        base = segment.base_offset
+        previous = self._segments.get(base)
+        if previous is None:
+            bisect.insort(self._bases, base)
+        self._segments[base] = segment
+        return previous
+
+    def remove(self, base_offset: int) -> SegmentT | None:
+        """Remove and return the segment with ``base_offset`` (``None`` if absent)."""
+        segment = self._segments.pop(base_offset, None)
+        if segment is not None:
+            del self._bases[bisect.bisect_left(self._bases, base_offset)]
+        return segment
+
+    def clear(self) -> None:
+        """Forget every segment."""
+        self._bases.clear()
+        self._segments.clear()
+
+    def __len__(self) -> int:
+        return len(self._bases)
+
+    def __contains__(self, base_offset: object) -> bool:
+        return base_offset in self._segments
+
+    def __iter__(self) -> Iterator[SegmentT]:
+        return iter(self.values())
+
+    @property
+    def is_empty(self) -> bool:
+        """No segments."""
+        return not self._bases
+
+    def get(self, base_offset: int) -> SegmentT | None:
+        """The segment with exactly ``base_offset``."""
+        return self._segments.get(base_offset)
+
+    def base_offsets(self) -> list[int]:
+        """All base offsets, ascending."""
+        return list(self._bases)
+
+    def values(self, from_offset: int | None = None, to_offset: int | None = None) -> list[SegmentT]:
+        """All segments, or those from the segment holding ``from_offset`` up to base offsets < ``to_offset``.
+
+        Raises:
+            ValueError: ``to_offset < from_offset``.
+        """
+        if from_offset is None and to_offset is None:
+            return [self._segments[b] for b in self._bases]
+        if from_offset is None or to_offset is None:
+            raise ValueError("give both from_offset and to_offset, or neither")
+        if to_offset < from_offset:
+            raise ValueError(f"to_offset {to_offset} is below from_offset {from_offset}")
+        if to_offset == from_offset:
+            return []
+        floor = bisect.bisect_right(self._bases, from_offset) - 1
+        start = max(floor, 0)
+        stop = bisect.bisect_left(self._bases, to_offset)
+        return [self._segments[b] for b in self._bases[start:stop]]
+
+    @property
+    def first_segment(self) -> SegmentT | None:
+        """The segment with the lowest base offset."""
+        return self._segments[self._bases[0]] if self._bases else None
+
+    @property
+    def last_segment(self) -> SegmentT | None:
+        """The segment with the highest base offset."""
+        return self._segments[self._bases[-1]] if self._bases else None
+
+    @property
+    def active_segment(self) -> SegmentT | None:
+        """The segment appended to: the one with the highest base offset."""
+        return self.last_segment
+
+    def non_active_from(self, from_offset: int) -> list[SegmentT]:
+        """Segments from the one holding ``from_offset`` up to (excluding) the active one."""
+        active = self.active_segment
+        if active is None or from_offset > active.base_offset:
+            return []
+        return self.values(from_offset, active.base_offset)
+
+    def floor_segment(self, offset: int) -> SegmentT | None:
+        """The segment with the largest base offset ≤ ``offset`` (the one that would hold it)."""
+        i = bisect.bisect_right(self._bases, offset)
+        return self._segments[self._bases[i - 1]] if i else None
+
+    def lower_segment(self, offset: int) -> SegmentT | None:
+        """The segment with the largest base offset < ``offset``."""
+        i = bisect.bisect_left(self._bases, offset)
+        return self._segments[self._bases[i - 1]] if i else None
+
+    def higher_segment(self, offset: int) -> SegmentT | None:
+        """The segment with the smallest base offset > ``offset``."""
+        i = bisect.bisect_right(self._bases, offset)
+        return self._segments[self._bases[i]] if i < len(self._bases) else None
+
+    def higher_segments(self, offset: int) -> list[SegmentT]:
+        """All segments with a base offset > ``offset``, ascending."""
+        i = bisect.bisect_right(self._bases, offset)
+        return [self._segments[b] for b in self._bases[i:]]
+
+    @property
+    def size_bytes(self) -> int:
+        """Total bytes of all segments (an unbounded int: no 32-bit overflow)."""
+        return sum(s.size for s in self._segments.values())
