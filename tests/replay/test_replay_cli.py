@@ -98,3 +98,16 @@ def test_replay_record_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_record_from_a_missing_directory_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["record", "--log-dir", str(tmp_path / "none"), "-o", str(tmp_path / "w.parquet")]) == 1
     assert "no log directory" in capsys.readouterr().err
+
+
+def test_without_the_replay_extra_commands_say_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tools.replay import cliutil
+
+    monkeypatch.setattr(cliutil, "EXTRA_MODULES", ("pyarrow", "no_such_module_for_seglog"))
+    assert main(["workload", "validate", str(SAMPLE)]) == 1
+    assert main(["replay", str(SAMPLE), "--log-dir", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("pip install 'seglog[replay]' (missing: no_such_module_for_seglog)") == 2
+    assert not (tmp_path / "d").exists()

@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tools.replay.cliutil import MISSING_EXTRA, progress_bar, say, time_arg
+from tools.replay.cliutil import missing_extra, progress_bar, say, time_arg
 
 EPILOG = """\
 Each record becomes a produce row with its partition, its timestamp and
@@ -62,14 +62,12 @@ def run(args: argparse.Namespace) -> int:
     if args.from_time is not None and args.to_time is not None and args.to_time <= args.from_time:
         say(err, "Error: --to-time must be after --from-time")
         return 2
-    try:
-        from tools.replay.format import write_workload
-        from tools.replay.recorder import record_log
-        from tools.replay.runner import run_async
-    except ImportError as exc:
-        say(err, f"Error: {MISSING_EXTRA} ({exc})")
+    if missing_extra(err):
         return 1
     from engine import Engine
+    from tools.replay.format import write_workload
+    from tools.replay.recorder import record_log
+    from tools.replay.runner import run_async
 
     async def record() -> Any:
         async with Engine.open(args.log_dir) as engine:

@@ -18,8 +18,8 @@ from typing import Any
 from rich.console import Console
 
 from tools.replay.cliutil import (
-    MISSING_EXTRA,
     config_arg,
+    missing_extra,
     print_findings,
     progress_bar,
     say,
@@ -77,15 +77,13 @@ def run(args: argparse.Namespace) -> int:
     if args.consumers < 0:
         say(err, "Error: --consumers must be >= 0")
         return 2
-    try:
-        from tools.replay.format import WorkloadError, load_workload
-        from tools.replay.plan import build_plan
-        from tools.replay.report import build_report, print_summary
-        from tools.replay.runner import ReplayOptions, replay_into, run_async
-    except ImportError as exc:
-        say(err, f"Error: {MISSING_EXTRA} ({exc})")
+    if missing_extra(err):
         return 1
     from engine import LogConfig
+    from tools.replay.format import WorkloadError, load_workload
+    from tools.replay.plan import build_plan
+    from tools.replay.report import build_report, print_summary
+    from tools.replay.runner import ReplayOptions, replay_into, run_async
 
     config_kwargs = dict(args.config)
     try:

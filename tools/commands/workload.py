@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tools.replay.cliutil import MISSING_EXTRA, print_findings, say, topic_count_arg
+from tools.replay.cliutil import missing_extra, print_findings, say, topic_count_arg
 
 EPILOG = """\
 Examples:
@@ -75,12 +75,10 @@ def register(subparsers: Any) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    try:
-        from tools.replay.format import WorkloadError, read_raw
-        from tools.replay.validate import validate_raw
-    except ImportError as exc:
-        say(err, f"Error: {MISSING_EXTRA} ({exc})")
+    if missing_extra(err):
         return 1
+    from tools.replay.format import WorkloadError, read_raw
+    from tools.replay.validate import validate_raw
     try:
         raw = read_raw(args.file)
     except WorkloadError as exc:
@@ -104,11 +102,9 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def run_describe(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    try:
-        from tools.replay.format import WorkloadError, load_workload
-    except ImportError as exc:
-        say(err, f"Error: {MISSING_EXTRA} ({exc})")
+    if missing_extra(err):
         return 1
+    from tools.replay.format import WorkloadError, load_workload
     try:
         w = load_workload(args.file)
     except WorkloadError as exc:
@@ -144,12 +140,10 @@ def run_describe(args: argparse.Namespace) -> int:
 
 def run_generate(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    try:
-        from tools.replay.format import write_workload
-        from tools.replay.sample import DEFAULT_DURATION_S, DEFAULT_SEED, generate_sample
-    except ImportError as exc:
-        say(err, f"Error: {MISSING_EXTRA} ({exc})")
+    if missing_extra(err):
         return 1
+    from tools.replay.format import write_workload
+    from tools.replay.sample import DEFAULT_DURATION_S, DEFAULT_SEED, generate_sample
     if args.duration is not None and not args.duration > 0:
         say(err, "Error: --duration must be > 0")
         return 2

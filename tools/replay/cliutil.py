@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,8 @@ PROGRESS_REFRESH_S: Final = 0.25
 MISSING_EXTRA: Final = (
     "this command needs the 'replay' extra (pyarrow, hdrhistogram, matplotlib): pip install 'seglog[replay]'"
 )
+# Import names of the 'replay' extra's packages.
+EXTRA_MODULES: Final = ("pyarrow", "hdrh", "matplotlib")
 
 
 def speed_arg(text: str) -> float | None:
@@ -130,3 +133,11 @@ def print_findings(findings: Any, console: Console, limit: int = 50) -> None:
 def say(console: Console, text: str) -> None:
     """Print plain text (no markup, no highlighting, no wrapping: paths stay whole for copy and paste)."""
     console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def missing_extra(console: Console) -> bool:
+    """Say so and return True when a package of the 'replay' extra is not installed."""
+    missing = [m for m in EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        say(console, f"Error: {MISSING_EXTRA} (missing: {', '.join(missing)})")
+    return bool(missing)
