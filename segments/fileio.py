@@ -285,9 +285,10 @@ class SegmentFile:
     ) -> SegmentFile:
         """Open (``create=False``) or create (``create=True``) the file at ``path``.
 
-        A created file with ``preallocate_bytes > 0`` is extended to that length
-        with ``posix_fallocate`` and has logical size 0 (Kafka's ``preallocate``).
-        Otherwise the logical size is the file's length.
+        A newly created file is made durable (its directory is fsynced) and, with
+        ``preallocate_bytes > 0``, extended to that length with ``posix_fallocate``
+        at logical size 0 (Kafka's ``preallocate``). An existing file is opened as
+        it is (``create=True`` included): its logical size is its length.
 
         Raises:
             StorageError: the OS refused (missing directory, permissions, no space...).
@@ -296,23 +297,31 @@ class SegmentFile:
         path = Path(path)
 
         def work() -> SegmentFile:
-            flags = os.O_RDWR if writable else os.O_RDONLY
-            if create:
-                flags |= os.O_CREAT
-            flags |= getattr(os, "O_CLOEXEC", 0)
+            flags = (os.O_RDWR if writable else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0)
+            created = False
             try:
-                fd = ops.open(str(path), flags, _FILE_MODE)
+                if create:
+                    try:
+                        fd = ops.open(str(path), flags | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+                        created = True
+                    except FileExistsError:
+                        fd = ops.open(str(path), flags, _FILE_MODE)
+                else:
+                    fd = ops.open(str(path), flags, _FILE_MODE)
             except OSError as exc:
                 raise _storage_error("open", path, exc) from exc
             try:
                 length = ops.fstat_size(fd)
                 size = length
-                if create and preallocate_bytes > 0 and length == 0:
+                if created and preallocate_bytes > 0:
                     ops.fallocate(fd, 0, preallocate_bytes)
                     length, size = preallocate_bytes, 0
+                if created:
+                    # A new file's directory entry survives power loss only once the directory is synced.
+                    _fsync_dir_sync(ops, path.parent)
             except OSError as exc:
                 ops.close(fd)
-                raise _storage_error("preallocate" if create else "stat", path, exc) from exc
+                raise _storage_error("create" if created else "stat", path, exc) from exc
             return cls(path, fd, size=size, file_length=length, ops=ops, writable=writable)
 
         return await in_thread(work)

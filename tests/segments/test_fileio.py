@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -257,12 +258,14 @@ async def test_power_loss_keeps_only_synced_data(tmp_path: Path) -> None:
     f = await SegmentFile.open(old, create=False, ops=ops)
     await f.append([b"+synced"], fsync=True)
     await f.append([b"+lost"])
-    h = await SegmentFile.open(tmp_path / "d" / "kept.log", create=True, ops=ops)
-    await fileio.fsync_dir(tmp_path / "d", ops=ops)
+    h = await SegmentFile.open(tmp_path / "d" / "kept.log", create=True, ops=ops)  # creation is durable
     await h.append([b"unsynced"])
-    g = await SegmentFile.open(tmp_path / "d" / "new.log", create=True, ops=ops)  # dir not fsynced since
-    await g.append([b"gone"], fsync=True)
-    for x in (f, g, h):
+    # A file created behind the file layer's back, its directory never fsynced: its entry is lost.
+    fd = ops.open(str(tmp_path / "d" / "new.log"), os.O_CREAT | os.O_WRONLY)
+    ops.pwritev(fd, [b"gone"], 0)
+    ops.fdatasync(fd)
+    ops.close(fd)
+    for x in (f, h):
         await x.close()
     ops.power_fail()
     assert old.read_bytes() == b"existing+synced"

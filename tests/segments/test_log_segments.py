@@ -1,0 +1,114 @@
+"""LogSegments (the ordered map of a partition's segments) against Kafka's LogSegmentsTest (T5, LSS-1..6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from seghelpers import SegmentFactory
+
+from segments.segment import LogSegments
+
+
+@dataclass(frozen=True)
+class Seg:
+    base_offset: int
+    size: int = 0
+
+
+def segments_of(*bases: int) -> tuple[LogSegments[Seg], dict[int, Seg]]:
+    segs: LogSegments[Seg] = LogSegments()
+    made = {b: Seg(b) for b in bases}
+    for seg in made.values():
+        segs.add(seg)
+    return segs, made
+
+
+def test_lss1_basic_operations() -> None:
+    segs: LogSegments[Seg] = LogSegments()
+    assert segs.is_empty and len(segs) == 0
+    s40, s80, s40b = Seg(40), Seg(80), Seg(40, size=1)
+    assert segs.add(s40) is None
+    assert len(segs) == 1 and 40 in segs and segs.get(40) is s40
+    segs.add(s80)
+    assert len(segs) == 2
+    assert segs.add(s40b) is s40  # same base offset: replaced
+    assert len(segs) == 2 and segs.get(40) is s40b
+    assert segs.remove(80) is s80
+    assert len(segs) == 1 and 80 not in segs and segs.remove(80) is None
+    segs.clear()
+    assert len(segs) == 0 and 40 not in segs and segs.first_segment is None and segs.active_segment is None
+
+
+def test_lss2_access_in_order() -> None:
+    segs: LogSegments[Seg] = LogSegments()
+    made = [Seg(b) for b in (1, 2, 3, 4)]
+    for seg in made:
+        segs.add(seg)
+        assert segs.first_segment is made[0] and segs.last_segment is seg
+    s1, s2, s3, s4 = made
+    assert segs.base_offsets() == [1, 2, 3, 4] and segs.values() == made and list(segs) == made
+    with pytest.raises(ValueError, match="below"):
+        segs.values(2, 1)
+    assert segs.values(1, 1) == []
+    assert segs.values(1, 2) == [s1]
+    assert segs.values(1, 3) == [s1, s2]
+    assert segs.values(1, 4) == [s1, s2, s3]
+    assert segs.values(2, 4) == [s2, s3]
+    assert segs.values(3, 4) == [s3]
+    assert segs.values(4, 4) == []
+    assert segs.values(4, 5) == [s4]
+    assert segs.active_segment is s4
+    assert segs.non_active_from(2) == [s2, s3]
+    assert segs.non_active_from(4) == []
+    assert segs.non_active_from(5) == []
+
+
+def test_values_from_an_offset_inside_a_segment_and_below_the_first() -> None:
+    segs, m = segments_of(10, 20, 30)
+    assert segs.values(25, 31) == [m[20], m[30]]  # from the segment holding 25
+    assert segs.values(0, 21) == [m[10], m[20]]  # no floor segment: from the first
+    with pytest.raises(ValueError, match="both"):
+        segs.values(1, None)
+
+
+def test_lss3_closest_matches() -> None:
+    segs, m = segments_of(1, 3, 5, 7)
+    assert segs.floor_segment(2) is m[1]
+    assert segs.floor_segment(3) is m[3]
+    assert segs.floor_segment(0) is None
+    assert segs.lower_segment(3) is m[1]
+    assert segs.lower_segment(4) is m[3]
+    assert segs.lower_segment(1) is None
+    assert segs.higher_segment(4) is m[5]
+    assert segs.higher_segment(5) is m[7]
+    assert segs.higher_segment(7) is None
+
+
+def test_lss4_higher_segments() -> None:
+    segs, m = segments_of(1, 3, 5, 7, 9)
+    assert segs.higher_segments(0) == [m[1], m[3], m[5], m[7], m[9]]
+    assert segs.higher_segments(1) == [m[3], m[5], m[7], m[9]]
+    assert segs.higher_segments(8) == [m[9]]
+    assert segs.higher_segments(9) == []
+
+
+def test_lss5_total_size_does_not_overflow() -> None:
+    segs: LogSegments[Seg] = LogSegments()
+    segs.add(Seg(0, size=2**31 - 1))
+    segs.add(Seg(100, size=2**31 - 1))
+    assert segs.size_bytes == 4294967294
+
+
+async def test_lss6_update_parent_dir(make_segment: SegmentFactory, tmp_path: Path) -> None:
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    old_dir.mkdir()
+    seg = await make_segment(0, directory=old_dir)
+    segs = LogSegments()
+    segs.add(seg)
+    for s in segs:
+        s.update_parent_dir(new_dir)
+    for path in (seg.log_path, seg.offset_index_path, seg.time_index_path, seg.txn_index_path):
+        assert path.parent == new_dir
+    old_dir.rename(new_dir)  # the files moved with the directory; the open descriptor follows
