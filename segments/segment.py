@@ -163,6 +163,13 @@ def _whole_batches_length(buf: bytes | bytearray, first_size: int) -> int:
     return length
 
 
+def _final_time_entry(time_index: TimeIndex, max_timestamp: int, offset: int) -> None:
+    # The entry written at roll, close and after recovery, into the reserved last slot. Only when it
+    # adds something: a trimmed index has no free slot, and an equal timestamp is a no-op anyway.
+    if max_timestamp > time_index.last_entry.timestamp:
+        time_index.maybe_append(max_timestamp, offset, skip_full_check=True)
+
+
 class LogSegment:
     """One segment: a ``.log`` of record batches plus ``.index``, ``.timeindex``, ``.txnindex``.
 
@@ -317,8 +324,8 @@ class LogSegment:
                 if self._writable and self._max_timestamp_so_far is not None and self._max_timestamp_so_far >= 0:
                     # Kafka swallows errors of this last entry: an index is only a hint.
                     with contextlib.suppress(SeglogError, ValueError):
-                        self._time_index.get().maybe_append(
-                            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far, skip_full_check=True
+                        _final_time_entry(
+                            self._time_index.get(), self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
                         )
             finally:
                 try:
@@ -794,7 +801,7 @@ class LogSegment:
         max_ts, max_ts_offset = self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
 
         def work() -> None:
-            time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+            _final_time_entry(time_index, max_ts, max_ts_offset)
             offset_index.trim_to_valid_size()
             time_index.trim_to_valid_size()
 
@@ -954,7 +961,7 @@ class LogSegment:
                 ):
                     continue  # the chunk ended inside a batch that continues in the next read
                 break
-            time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+            _final_time_entry(time_index, max_ts, max_ts_offset)
             offset_index.trim_to_valid_size()
             time_index.trim_to_valid_size()
             return valid, last_entry, max_ts, max_ts_offset, next_offset, first

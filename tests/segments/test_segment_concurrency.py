@@ -1,0 +1,201 @@
+"""Concurrency and model tests of LogSegment: readers beside a writer, cancellation, the event-loop
+thread, and reads/time lookups against a list model (Hypothesis, bounded)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import random
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from seghelpers import SegmentFactory
+
+from segments.batch import TimestampType, encode_batch
+from segments.faults import FailingOps
+from segments.fileio import Buffer, FileOps
+from segments.records import Record
+from segments.segment import LogSegment
+
+
+def encoded(offset: int, values: Sequence[bytes], timestamps: Sequence[int]) -> bytes:
+    records = [Record(v, None, t) for v, t in zip(values, timestamps, strict=True)]
+    return encode_batch(offset, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=0)
+
+
+async def test_readers_never_see_a_partial_batch(make_segment: SegmentFactory) -> None:
+    ops = FailingOps()
+    # Every second read is "not cached", so reads also run in threads while writes are in flight.
+    ops.fail("preadv_nowait", errno.EAGAIN, times=None, after=0)
+    seg = await make_segment(0, index_interval_bytes=256, max_index_size=1 << 16, ops=ops)
+    rng = random.Random(3)
+    stop = asyncio.Event()
+    seen: list[int] = []
+
+    async def writer() -> None:
+        offset = 0
+        for _ in range(150):
+            group = []
+            for _ in range(rng.randint(1, 4)):
+                n = rng.randint(1, 20)
+                group.append(encoded(offset, [rng.randbytes(rng.randint(0, 300)) for _ in range(n)], [offset] * n))
+                offset += n
+            await seg.append(group, fsync=rng.random() < 0.05)
+        stop.set()
+
+    async def reader(seed: int) -> None:
+        r = random.Random(seed)
+        while not stop.is_set():
+            end = await seg.read_next_offset()
+            start = r.randrange(end) if end else 0
+            got = await seg.read(start, r.randint(1, 20_000), min_one_message=True)
+            if got is None:
+                assert start >= end
+                await asyncio.sleep(0)
+                continue
+            records = got.records()  # raises CorruptRecordError on any partial or torn batch
+            offsets = [x.offset for x in records]
+            assert offsets == list(range(start, start + len(offsets)))
+            seen.append(len(offsets))
+
+    await asyncio.gather(writer(), *(reader(i) for i in range(4)))
+    assert len(seen) > 50
+    got = await seg.read(0, 1 << 30)
+    assert got is not None
+    assert [r.offset for r in got.records()] == list(range(await seg.read_next_offset()))
+
+
+@pytest.mark.parametrize("turns_before_cancel", [0, 1, 2, 3, 5])
+async def test_a_cancelled_append_is_all_or_nothing(make_segment: SegmentFactory, turns_before_cancel: int) -> None:
+    seg = await make_segment(0, index_interval_bytes=0)
+    await seg.append([encoded(0, [b"a"], [1])])
+    await seg.append([encoded(1, [b"a2"], [1])])  # loads the indexes: the next append goes straight to the write
+    task = asyncio.ensure_future(seg.append([encoded(2, [b"b" * 1000], [2]), encoded(3, [b"c"], [3])]))
+    for _ in range(turns_before_cancel):
+        await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    # Cancelled or not, the append happened entirely or not at all, and the bookkeeping matches the file.
+    next_offset = await seg.read_next_offset()
+    assert next_offset in (2, 4)
+    assert seg.size == seg.log_path.stat().st_size
+    await seg.append([encoded(next_offset, [b"d"], [4])])
+    got = await seg.read(0, 1 << 20)
+    assert got is not None
+    assert [r.offset for r in got.records()] == list(range(next_offset + 1))
+
+
+class _LoopThreadOps(FileOps):
+    """Records every blocking call made on the event-loop thread (none is allowed)."""
+
+    def __init__(self) -> None:
+        self.loop_thread = threading.current_thread()
+        self.on_loop: list[str] = []
+
+    def _note(self, name: str) -> None:
+        if threading.current_thread() is self.loop_thread:
+            self.on_loop.append(name)
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        self._note("open")
+        return super().open(path, flags, mode)
+
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
+        self._note("pwritev")
+        return super().pwritev(fd, buffers, position)
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self._note("pread")
+        return super().pread(fd, size, position)
+
+    def fdatasync(self, fd: int) -> None:
+        self._note("fdatasync")
+        super().fdatasync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        self._note("ftruncate")
+        super().ftruncate(fd, size)
+
+    def replace(self, src: str, dst: str) -> None:
+        self._note("replace")
+        super().replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        self._note("unlink")
+        super().unlink(path)
+
+
+async def test_segment_operations_do_no_blocking_io_on_the_loop(make_segment: SegmentFactory) -> None:
+    ops = _LoopThreadOps()
+    seg = await make_segment(0, index_interval_bytes=0, preallocate_bytes=1 << 16, ops=ops)
+    for i in range(5):
+        await seg.append([encoded(i, [b"v"], [i])], fsync=i == 4)
+    await seg.read(2, 100)
+    await seg.find_offset_by_timestamp(3)
+    await seg.truncate_to(4, now_ms=0)
+    await seg.flush()
+    await seg.recover(1 << 20)
+    await seg.on_become_inactive()
+    await seg.change_file_suffixes("", ".deleted")
+    await seg.delete()
+    assert ops.on_loop == []
+
+
+segments_strategy = st.lists(
+    st.lists(st.tuples(st.binary(max_size=40), st.integers(0, 1000)), min_size=1, max_size=6),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(segments_strategy, st.integers(0, 400), st.data())
+def test_reads_and_time_lookups_match_a_list_model(
+    tmp_path_factory: object, batches: list[list[tuple[bytes, int]]], interval: int, data: st.DataObject
+) -> None:
+    directory: Path = tmp_path_factory.mktemp("model")  # type: ignore[attr-defined]
+
+    async def scenario() -> None:
+        seg = await LogSegment.open(
+            directory, 10, max_index_size=4096, index_interval_bytes=interval, roll_jitter_ms=0, now_ms=0
+        )
+        try:
+            model: list[tuple[int, bytes, int]] = []
+            offset = 10
+            pending: list[bytes] = []
+            for records in batches:
+                pending.append(encoded(offset, [v for v, _ in records], [t for _, t in records]))
+                model += [(offset + i, v, t) for i, (v, t) in enumerate(records)]
+                offset += len(records)
+                if data.draw(st.booleans()):  # group several batches into one append sometimes
+                    await seg.append(pending)
+                    pending = []
+            await seg.append(pending)
+            if data.draw(st.booleans()):
+                await seg.recover(1 << 20)
+            for _ in range(10):
+                start = data.draw(st.integers(0, offset + 2))
+                got = await seg.read(start, data.draw(st.integers(0, 3000)), min_one_message=True)
+                want = [(o, v, t) for o, v, t in model if o >= start]
+                if not want:
+                    assert got is None
+                    continue
+                assert got is not None
+                records = [(r.offset, r.value, r.timestamp) for r in got.records()]
+                assert records == want[: len(records)] and records
+                target = data.draw(st.integers(0, 1001))
+                from_offset = data.draw(st.integers(0, offset))
+                hit = await seg.find_offset_by_timestamp(target, starting_offset=from_offset)
+                expected = next(((t, o) for o, _, t in model if t >= target and o >= from_offset), None)
+                assert (None if hit is None else (hit.timestamp, hit.offset)) == expected
+            assert await seg.read_next_offset() == offset
+        finally:
+            await seg.delete()
+
+    asyncio.run(scenario())
