@@ -1,0 +1,350 @@
+"""engine.scan and segments.columns: planning by offset and timestamp, range scans, column decode.
+
+Segments are written here by a small synchronous writer that follows FORMAT.md's
+writing rules (batches back to back; an index entry per ``interval`` bytes,
+counted before the batch; a time-index entry with each index entry when the
+largest timestamp grew; the final time-index entry at roll), so each test can
+shape its data exactly: out-of-order timestamps, a preallocated active segment,
+a torn tail. ``tests/spark`` reads engine-written directories.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import scan
+from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, format_checkpoint
+from engine.errors import CorruptRecordError
+from indexes import OffsetIndex, TimeIndex
+from segments.batch import HEADER_SIZE, TimestampType, decode_batch, encode_batch, read_header
+from segments.columns import RecordColumns, decode_columns
+from segments.records import Record
+
+INDEX_BYTES = 4096
+
+
+def write_segment(
+    directory: Path,
+    base: int,
+    batches: Sequence[Sequence[Record]],
+    *,
+    interval: int = 512,
+    active: bool = False,
+    log_append_time: int | None = None,
+) -> int:
+    """Write one segment of ``batches`` starting at offset ``base``; return the next offset."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = directory / f"{base:020d}"
+    oix = OffsetIndex(f"{stem}.index", base, max_index_size=INDEX_BYTES)
+    tix = TimeIndex(f"{stem}.timeindex", base, max_index_size=INDEX_BYTES)
+    offset, position, since = base, 0, 0
+    max_ts, max_ts_offset = -1, base
+    with open(f"{stem}.log", "wb") as log:
+        for records in batches:
+            data = encode_batch(
+                offset,
+                records,
+                timestamp_type=TimestampType.CREATE_TIME if log_append_time is None else TimestampType.LOG_APPEND_TIME,
+                now_ms=log_append_time or 0,
+            )
+            header = read_header(data)
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+            if since > interval:
+                oix.append(header.last_offset, position)
+                tix.maybe_append(max_ts, max_ts_offset)
+                since = 0
+            log.write(data)
+            since += len(data)
+            position += len(data)
+            offset = header.next_offset
+    if not active:
+        tix.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        oix.close()
+        tix.close()
+    else:  # an engine's open active segment: indexes preallocated, zero tail, no final entry
+        oix.flush()
+        tix.flush()
+        oix.close()
+        tix.close()
+        for suffix in (".index", ".timeindex"):
+            os.truncate(f"{stem}{suffix}", INDEX_BYTES - INDEX_BYTES % (8 if suffix == ".index" else 12))
+    return offset
+
+
+def records(count: int, first_ts: int, step: int = 1, *, key: bytes | None = b"k") -> list[Record]:
+    return [
+        Record(b"v%d" % (first_ts + i * step), key, first_ts + i * step, (("h", b"%d" % i),) if i % 3 == 0 else ())
+        for i in range(count)
+    ]
+
+
+def make_partition(
+    log_dir: Path,
+    timestamps: Sequence[int],
+    *,
+    per_batch: int = 5,
+    per_segment: int = 40,
+    value_bytes: int = 0,
+) -> list[tuple[int, int]]:
+    """A partition whose record ``i`` has timestamp ``timestamps[i]``; returns ``[(offset, timestamp)]``."""
+    directory = log_dir / "t-0"
+    pad = b"p" * value_bytes
+    offset = 0
+    for seg_start in range(0, len(timestamps), per_segment):
+        seg_ts = timestamps[seg_start : seg_start + per_segment]
+        batches = [
+            [Record(b"v%d" % (seg_start + b + i) + pad, b"k", ts, ()) for i, ts in enumerate(seg_ts[b : b + per_batch])]
+            for b in range(0, len(seg_ts), per_batch)
+        ]
+        last = seg_start + per_segment >= len(timestamps)
+        offset = write_segment(directory, offset, batches, interval=100, active=last)
+    return list(enumerate(timestamps))
+
+
+def read_all(plan: scan.PartitionPlan, trace: scan.TraceHook | None = None) -> RecordColumns:
+    out = RecordColumns()
+    for r in plan.ranges:
+        for chunk in scan.scan_range(r, rows_per_chunk=7, trace=trace):
+            out.offsets += chunk.offsets
+            out.timestamps += chunk.timestamps
+            out.keys += chunk.keys
+            out.values += chunk.values
+            out.headers += chunk.headers
+            out.timestamp_types += chunk.timestamp_types
+    return out
+
+
+def kafka_model(rows: list[tuple[int, int]], bounds: scan.Bounds) -> list[int]:
+    """Offsets a read within ``bounds`` must return (Kafka's offsets-for-times semantics)."""
+    n = len(rows)
+    start, end = bounds.start_offset, min(bounds.end_offset, n)
+    if bounds.from_timestamp is not None:
+        start = max(start, next((o for o, t in rows if t >= bounds.from_timestamp), n))
+    if bounds.until_timestamp is not None:
+        end = min(end, next((o for o, t in rows if t >= bounds.until_timestamp), n))
+    return list(range(start, end))
+
+
+# --------------------------------------------------------------------------------------- listing
+
+
+def test_listing_orders_segments_and_ignores_other_files(tmp_path: Path) -> None:
+    d = tmp_path / "a-1"
+    nxt = write_segment(d, 0, [records(3, 10)])
+    write_segment(d, nxt, [records(2, 20)], active=True)
+    (d / "00000000000000000099.log.deleted").write_bytes(b"x")
+    (tmp_path / "a-1.abc-delete").mkdir()
+    (tmp_path / ".staging").mkdir()
+    (tmp_path / "b-0").mkdir()
+    assert scan.list_partitions(tmp_path) == [("a", 1), ("b", 0)]
+    segs = scan.list_segments(tmp_path, "a", 1)
+    assert [(s.base_offset, s.next_base_offset, s.is_last) for s in segs] == [(0, 3, False), (3, None, True)]
+    assert scan.list_segments(tmp_path, "b", 0) == []
+    assert scan.plan_partition(tmp_path, "b", 0).ranges == []
+
+
+# --------------------------------------------------------------------------------------- reads
+
+
+def test_full_read_returns_every_record_and_column(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    nxt = write_segment(d, 0, [records(4, 100), records(3, 200, key=None)])
+    write_segment(d, nxt, [records(2, 300)], active=True)
+    plan = scan.plan_partition(tmp_path, "t", 0)
+    assert (plan.log_start_offset, plan.log_end_offset, len(plan.ranges)) == (0, 9, 2)
+    got = read_all(plan)
+    expected = records(4, 100) + records(3, 200, key=None) + records(2, 300)
+    assert got.offsets == list(range(9))
+    assert got.values == [r.value for r in expected]
+    assert got.keys == [r.key for r in expected]
+    assert got.timestamps == [r.timestamp for r in expected]
+    assert got.headers == [r.headers for r in expected]
+    assert got.timestamp_types == [0] * 9
+
+
+def test_offset_bounds_skip_segments_and_start_at_the_indexed_byte(tmp_path: Path) -> None:
+    rows = make_partition(tmp_path, list(range(1000, 1200)))
+    trace: list[dict[str, object]] = []
+    bounds = scan.Bounds(start_offset=95, end_offset=118)
+    plan = scan.plan_partition(tmp_path, "t", 0, bounds)
+    assert [r.base_offset for r in plan.ranges] == [80]  # 5 segments of 40: only the one holding 95..117
+    assert plan.ranges[0].start_position > 0  # from the offset index, not the segment start
+    assert read_all(plan, trace.append).offsets == kafka_model(rows, bounds)
+    assert [e["event"] for e in trace] == ["read"]
+    assert scan.plan_partition(tmp_path, "t", 0, scan.Bounds(start_offset=500)).ranges == []
+
+
+def test_log_start_offset_checkpoint_hides_deleted_records(tmp_path: Path) -> None:
+    make_partition(tmp_path, list(range(100)))
+    (tmp_path / LOG_START_OFFSET_CHECKPOINT).write_bytes(format_checkpoint({("t", 0): 57}))
+    starts = scan.log_start_offsets(tmp_path)
+    plan = scan.plan_partition(tmp_path, "t", 0, log_start_offset=starts[("t", 0)])
+    assert read_all(plan).offsets == list(range(57, 100))
+    (tmp_path / LOG_START_OFFSET_CHECKPOINT).write_bytes(b"garbage")
+    assert scan.log_start_offsets(tmp_path) == {}
+
+
+def test_timestamp_range_reads_only_the_segments_and_bytes_it_needs(tmp_path: Path) -> None:
+    rows = make_partition(tmp_path, list(range(0, 4000, 5)), value_bytes=200)  # 800 records, 20 segments
+    trace: list[dict[str, object]] = []
+    bounds = scan.Bounds(from_timestamp=1234, until_timestamp=1390)
+    plan = scan.plan_partition(tmp_path, "t", 0, bounds, trace=trace.append)
+    assert [r.base_offset for r in plan.ranges] == [240]
+    got = read_all(plan, trace.append)
+    assert got.offsets == kafka_model(rows, bounds) == list(range(247, 278))
+    reads = [e for e in trace if e["event"] == "read"]
+    segments = scan.list_segments(tmp_path, "t", 0)
+    # 4% of the records (and of the time range) are asked for: the read touches one of 20 segments.
+    assert len(reads) == 1 and int(reads[0]["bytes_read"]) <= segments[6].size_bytes  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("log_append", [False, True])
+def test_until_bound_at_a_segment_edge_and_below_the_start(tmp_path: Path, log_append: bool) -> None:
+    rows = make_partition(tmp_path, list(range(0, 2000, 10)))
+    # The read ends exactly at the first record of the third segment (offset 80): two segments.
+    plan = scan.plan_partition(tmp_path, "t", 0, scan.Bounds(until_timestamp=800))
+    assert read_all(plan).offsets == list(range(80))
+    # The end (offset 30) lies below the start offset 50: nothing, without reading past it.
+    bounds = scan.Bounds(start_offset=50, until_timestamp=300)
+    assert read_all(scan.plan_partition(tmp_path, "t", 0, bounds)).offsets == kafka_model(rows, bounds) == []
+
+
+def test_log_append_time_batches_carry_the_append_time(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    nxt = write_segment(d, 0, [records(3, 5)], log_append_time=700)
+    write_segment(d, nxt, [records(3, 5)], log_append_time=900, active=True)
+    got = read_all(scan.plan_partition(tmp_path, "t", 0))
+    assert (got.timestamps, got.timestamp_types) == ([700] * 3 + [900] * 3, [1] * 6)
+    got = read_all(scan.plan_partition(tmp_path, "t", 0, scan.Bounds(from_timestamp=800)))
+    assert got.offsets == [3, 4, 5]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    timestamps=st.lists(st.integers(0, 60), min_size=1, max_size=90),
+    offsets=st.tuples(st.integers(0, 100), st.integers(0, 100)),
+    times=st.tuples(st.none() | st.integers(0, 70), st.none() | st.integers(0, 70)),
+)
+def test_any_bounds_match_kafka_semantics_even_out_of_order(
+    tmp_path_factory: pytest.TempPathFactory,
+    timestamps: list[int],
+    offsets: tuple[int, int],
+    times: tuple[int | None, int | None],
+) -> None:
+    (start, length), (t0, t1) = offsets, times
+    log_dir = tmp_path_factory.mktemp("oo")
+    rows = make_partition(log_dir, timestamps, per_batch=3, per_segment=12)
+    bounds = scan.Bounds(start, start + length, t0, t1)
+    got = read_all(scan.plan_partition(log_dir, "t", 0, bounds))
+    assert got.offsets == kafka_model(rows, bounds)
+    assert got.timestamps == [timestamps[o] for o in got.offsets]
+
+
+# --------------------------------------------------------------------------------------- the active tail
+
+
+def test_active_segment_with_a_torn_tail_ends_at_the_last_whole_batch(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    write_segment(d, 0, [records(5, 10) for _ in range(30)], active=True)
+    log = d / f"{0:020d}.log"
+    whole = log.stat().st_size
+    with open(log, "ab") as f:  # half a batch being written, then the zeros of preallocation
+        f.write(encode_batch(150, records(5, 10), timestamp_type=TimestampType.CREATE_TIME, now_ms=0)[:70])
+        f.write(bytes(5000))
+    assert scan.log_end_offset(tmp_path, "t", 0) == 150
+    plan = scan.plan_partition(tmp_path, "t", 0)
+    assert plan.ranges[0].end_position == whole
+    assert read_all(plan).offsets == list(range(150))
+    (tmp_path / "x-0").mkdir()
+    assert scan.log_end_offset(tmp_path, "x", 0) == 0
+
+
+def test_a_corrupt_batch_inside_a_range_names_file_and_position(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    nxt = write_segment(d, 0, [records(5, 10) for _ in range(4)])
+    write_segment(d, nxt, [records(5, 10)], active=True)
+    log = d / f"{0:020d}.log"
+    data = bytearray(log.read_bytes())
+    data[-3] ^= 0xFF  # a body byte of the last batch: its CRC fails
+    log.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError, match=r"00000000000000000000\.log: at position \d+: .*CRC"):
+        read_all(scan.plan_partition(tmp_path, "t", 0))
+
+
+def test_a_stale_index_is_ignored(tmp_path: Path) -> None:
+    rows = make_partition(tmp_path, list(range(100)))
+    index = tmp_path / "t-0" / f"{0:020d}.index"
+    index.write_bytes(index.read_bytes()[:8] + (9999).to_bytes(4, "big") + (99999).to_bytes(4, "big"))
+    bounds = scan.Bounds(start_offset=30)
+    assert read_all(scan.plan_partition(tmp_path, "t", 0, bounds)).offsets == kafka_model(rows, bounds)
+
+
+def test_trace_file_collects_events_across_processes(tmp_path: Path) -> None:
+    make_partition(tmp_path, list(range(50)))
+    hook = scan.append_trace(str(tmp_path / "trace.jsonl"))
+    read_all(scan.plan_partition(tmp_path, "t", 0, trace=hook), hook)
+    lines = (tmp_path / "trace.jsonl").read_text().splitlines()
+    assert [line.count('"event": "read"') for line in lines].count(1) == 2
+
+
+# --------------------------------------------------------------------------------------- columns
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=8),
+            st.none() | st.binary(max_size=4),
+            st.integers(0, 2**40),
+            st.lists(st.tuples(st.text(max_size=3), st.binary(max_size=3)), max_size=2).map(tuple),
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    st.integers(0, 25),
+    st.integers(0, 25),
+)
+def test_decode_columns_matches_decode_batch(
+    rows: list[tuple[bytes, bytes | None, int, tuple[tuple[str, bytes], ...]]], lo: int, hi: int
+) -> None:
+    recs = [Record(v, k, t, h) for v, k, t, h in rows]
+    data = encode_batch(1000, recs, timestamp_type=TimestampType.CREATE_TIME, now_ms=0)
+    header = read_header(data)
+    out = RecordColumns()
+    decode_columns(data, 0, header, out, start_offset=1000 + lo, end_offset=1000 + hi)
+    expected = [r for r in decode_batch(data, 0, header) if 1000 + lo <= r.offset < 1000 + hi]
+    assert list(zip(out.values, out.keys, out.timestamps, out.headers, out.offsets, strict=True)) == [
+        tuple(r) for r in expected
+    ]
+
+
+def test_decode_columns_timestamp_cuts() -> None:
+    recs = [Record(b"%d" % t, None, t) for t in (50, 10, 70, 30, 90)]
+    data = encode_batch(0, recs, timestamp_type=TimestampType.CREATE_TIME, now_ms=0)
+    header = read_header(data)
+    out = RecordColumns()
+    assert decode_columns(data, 0, header, out, from_timestamp=60, until_timestamp=80) is True
+    assert out.offsets == [2, 3]  # from the first ts >= 60 (offset 2) up to the first ts >= 80 (offset 4)
+    out = RecordColumns()
+    assert decode_columns(data, 0, header, out, until_timestamp=100) is False
+    assert len(out) == 5
+
+
+def test_decode_columns_refuses_a_bad_body() -> None:
+    data = bytearray(encode_batch(0, records(2, 1), timestamp_type=TimestampType.CREATE_TIME, now_ms=0))
+    header = read_header(data)
+    body = msgpack.packb([[0, 0, None, "text, not bin", []], [1, 1, None, b"x", []]], use_bin_type=True)
+    bad = bytes(data[:HEADER_SIZE]) + body
+    with pytest.raises(CorruptRecordError, match="bin nor nil"):
+        decode_columns(bad, 0, header._replace(batch_length=len(bad) - 12), RecordColumns())
+    with pytest.raises(CorruptRecordError, match="not valid msgpack"):
+        decode_columns(bytes(data[:HEADER_SIZE]) + b"\xc1" * 10, 0, header._replace(batch_length=59), RecordColumns())
