@@ -93,6 +93,7 @@ __all__ = [
     "index_sanity_check",
     "is_log_dir",
     "list_segments",
+    "max_batch_bytes_for",
     "plan_recovery",
     "scan_segment",
     "segment_file_name",
@@ -871,6 +872,15 @@ def _read_topic_file(partition_dir: Path) -> _TopicMeta:
     except (ValueError, InvalidConfigError) as exc:
         return _TopicMeta(None, {}, LogConfig(), f"unreadable ({exc}); the engine uses its default config")
     return _TopicMeta(partitions, dict(overrides), config, None)
+
+
+def max_batch_bytes_for(partition_dir: str | os.PathLike[str]) -> int:
+    """The largest batch a partition's config allows: the bound every scan puts on a batch length.
+
+    From the partition's ``topic.json`` overrides over Kafka's defaults (the
+    engine's recovery uses the same bound); the defaults when it is unreadable.
+    """
+    return _read_topic_file(Path(partition_dir)).max_batch_bytes
 
 
 def _read_checkpoint(log_dir: Path, name: str) -> tuple[dict[tuple[str, int], int] | None, str | None]:

@@ -1,0 +1,192 @@
+"""``seglog dump FILE...``: print batches, records and index entries, like ``kafka-dump-log``.
+
+Dispatch by suffix: ``.log`` (batch headers; records with ``--print-data`` or
+``--deep-iteration``), ``.index`` / ``.timeindex`` (entries, then a check of
+every entry against the ``.log`` beside it), ``.txnindex`` (aborted
+transactions). Read-only; a damaged file is reported, not fatal. Exit 1 when a
+problem (torn tail, non-consecutive offsets, index mismatch) was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from engine import inspect
+from engine.inspect import Finding, Severity
+from tools._output import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    UsageError,
+    add_json,
+    epilog,
+    iso,
+    note,
+    print_json,
+    text_of,
+)
+
+DESCRIPTION = (
+    "Print what a segment file holds, like kafka-dump-log: batch headers of a .log (records with "
+    "--print-data), the entries of a .index/.timeindex (checked against the .log beside it) or a .txnindex."
+)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "dump",
+        help="print batches, records and index entries of segment files (kafka-dump-log)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(
+            "seglog dump data/orders-0/00000000000000000000.log --print-data",
+            "seglog dump data/orders-0/*.index --verify-index-only",
+            "seglog dump data/orders-0/00000000000000000000.log --json | jq '.files[0].batches | length'",
+        ),
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .txnindex files")
+    p.add_argument("--print-data", action="store_true", help="print each record's key, value and headers")
+    p.add_argument("--deep-iteration", action="store_true",
+                   help="iterate the records inside batches and report non-consecutive offsets")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="only run the index checks that need no .log (size, order, base offset)")
+    p.add_argument("--verify-index-only", action="store_true",
+                   help="check index entries against the .log without printing them")
+    p.add_argument("--max-bytes", type=int, default=None, metavar="N",
+                   help="stop before the first batch at or beyond byte N of a .log")
+    add_json(p, "one document with every file's batches, entries and findings")
+    p.set_defaults(func=run)
+
+
+def _batch_dict(b: inspect.BatchInfo) -> dict[str, Any]:
+    h = b.header
+    out: dict[str, Any] = {
+        "position": b.position, "base_offset": h.base_offset, "last_offset": h.last_offset,
+        "count": h.record_count, "size": h.size, "magic": h.magic, "crc": h.crc, "attributes": h.attributes,
+        "timestamp_type": "LogAppendTime" if h.timestamp_type else "CreateTime",
+        "base_timestamp": h.base_timestamp, "max_timestamp": h.max_timestamp,
+        "producer_id": h.producer_id, "producer_epoch": h.producer_epoch, "base_sequence": h.base_sequence,
+        "is_transactional": h.is_transactional, "is_control": h.is_control,
+        "partition_leader_epoch": h.partition_leader_epoch,
+    }
+    if b.records is not None:
+        out["records"] = [
+            {"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value,
+             "headers": [[k, v] for k, v in r.headers]}
+            for r in b.records
+        ]
+    return out
+
+
+def _batch_line(b: inspect.BatchInfo) -> str:
+    h = b.header
+    return (
+        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+        f"position: {b.position} size: {h.size} {'LogAppendTime' if h.timestamp_type else 'CreateTime'}: "
+        f"{h.max_timestamp} ({iso(h.max_timestamp)}) baseTimestamp: {h.base_timestamp} "
+        f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
+        f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} baseSequence: {h.base_sequence} "
+        f"magic: {h.magic} crc: {h.crc:#010x} isvalid: true"
+    )
+
+
+def _record_line(r: Any, data: bool) -> str:
+    line = f"| offset: {r.offset} timestamp: {r.timestamp} keySize: {-1 if r.key is None else len(r.key)} " \
+           f"valueSize: {-1 if r.value is None else len(r.value)} headerKeys: [{','.join(k for k, _ in r.headers)}]"
+    if data:
+        line += f" key: {text_of(r.key)} payload: {text_of(r.value)}"
+    return line
+
+
+def _dump_log(path: Path, args: argparse.Namespace, findings: list[Finding], doc: dict[str, Any] | None) -> None:
+    deep = args.print_data or args.deep_iteration
+    batches: list[dict[str, Any]] = []
+    for b in inspect.dump_log(path, records=deep, max_bytes=args.max_bytes, findings=findings):
+        if doc is not None:
+            batches.append(_batch_dict(b))
+            continue
+        print(_batch_line(b))
+        for r in b.records or ():
+            print(_record_line(r, args.print_data))
+    if doc is not None:
+        doc["batches"] = batches
+
+
+def _dump_index(path: Path, args: argparse.Namespace, findings: list[Finding], doc: dict[str, Any] | None) -> None:
+    log = path.with_suffix(".log")
+    active = not args.index_sanity_check and _is_last_segment(log)
+    sanity = inspect.index_sanity_check(path, active=active)
+    findings.extend(sanity)
+    if args.index_sanity_check:
+        if not any(f.severity is Severity.ERROR for f in sanity):
+            note(f"{path} passed sanity check.")
+        return
+    dump = inspect.dump_index(path)
+    if not args.verify_index_only:
+        if doc is not None:
+            doc["entries"] = [e._asdict() for e in dump.entries]
+            doc["zero_slots"] = dump.zero_slots
+        else:
+            for a, b in dump.entries:
+                print(f"timestamp: {a} offset: {b}" if dump.kind == "time" else f"offset: {a} position: {b}")
+    if not log.exists():
+        note(f"{path}: no {log.name} beside it; entries not checked against the log")
+        return
+    if not any(f.severity is Severity.ERROR for f in sanity):
+        scan = inspect.scan_segment(log, max_batch_bytes=inspect.max_batch_bytes_for(log.parent),
+                                    base_offset=dump.base_offset, keep_batches=True)
+        findings.extend(inspect.verify_index_against_log(dump, scan, active=active))
+
+
+def _is_last_segment(log: Path) -> bool:
+    base = inspect.base_offset_of(log)
+    if base is None or not log.parent.is_dir():
+        return False
+    return all(s.base_offset <= base for s in inspect.list_segments(log.parent))
+
+
+def _dump_txn(path: Path, doc: dict[str, Any] | None) -> None:
+    dump = inspect.dump_txn_index(path)
+    if doc is not None:
+        doc["entries"] = [t._asdict() for t in dump.entries]
+        return
+    for t in dump.entries:
+        print(f"version: 0 producerId: {t.producer_id} firstOffset: {t.first_offset} "
+              f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
+
+
+def run(args: argparse.Namespace) -> int:
+    files: list[dict[str, Any]] = []
+    all_findings: list[Finding] = []
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            raise UsageError(f"{path}: no such file")
+        findings: list[Finding] = []
+        doc: dict[str, Any] | None = {"path": str(path)} if args.json else None
+        kind = path.name.split(".", 1)[-1]
+        if not args.json:
+            note(f"Dumping {path}")
+        if kind.startswith("log"):
+            _dump_log(path, args, findings, doc)
+        elif kind.startswith(("index", "timeindex")):
+            _dump_index(path, args, findings, doc)
+        elif kind.startswith("txnindex"):
+            _dump_txn(path, doc)
+            findings.extend(inspect.index_sanity_check(path))
+        else:
+            note(f"Ignoring unknown file {path}")
+            continue
+        if doc is not None:
+            doc["kind"] = kind
+            doc["findings"] = findings
+            files.append(doc)
+        else:
+            for f in findings:
+                note(str(f))
+        all_findings.extend(findings)
+    if args.json:
+        print_json({"files": files})
+    failed = any(f.severity is not Severity.INFO for f in all_findings)
+    return EXIT_FINDINGS if failed else EXIT_OK
