@@ -1,6 +1,7 @@
 """Index layer benchmark: seglog's index lookups against C ``bisect`` on the same keys, same run.
 
-    .venv/bin/python bench/bench_indexes.py [--entries 1000000] [--lookups 100000] [--runs 5] [--json FILE]
+    .venv/bin/python bench/bench_indexes.py [--entries 1000000] [--lookups 100000] [--runs 5]
+                                            [--block 10000] [--json FILE]
 
 Measures, on one index of ``--entries`` entries per kind (page cache warm):
 
@@ -13,8 +14,9 @@ Measures, on one index of ``--entries`` entries per kind (page cache warm):
 * single-lookup latency, p50 and p99, of ``OffsetIndex.lookup`` (random
   targets, and targets in the last 8 KiB), ``OffsetIndex.lookup_ceiling``,
   ``TimeIndex.lookup`` and the fetch-by-timestamp pair "time index -> offset
-  index", **interleaved** in blocks of 1000 targets with the references, so
-  load from other processes hits every case alike:
+  index", **interleaved** with the references in blocks of ``--block``
+  targets per case (order rotated every block), so load from other processes
+  hits every case alike:
 
   - ``bisect_array``: C ``bisect.bisect_right`` over a native ``array('q')``
     of the same keys (relative offsets, timestamps), nothing else: the
@@ -55,7 +57,6 @@ STEP_TS = 29
 TS0 = 1_700_000_000_000
 KEY32 = struct.Struct(">i")
 KEY64 = struct.Struct(">q")
-BLOCK = 1000  # targets per interleaved block
 ACCEPTANCE_RATIO = 2.0  # issue 2: lookup p50 <= 2x bisect_array p50
 
 _new_tuple = tuple.__new__
@@ -170,7 +171,7 @@ def bench_mirror(off_path: Path, ts_path: Path, n: int) -> dict[str, float]:
     return out
 
 
-def bench_lookups(off_path: Path, ts_path: Path, n: int, lookups: int, seed: int) -> dict[str, float]:
+def bench_lookups(off_path: Path, ts_path: Path, n: int, lookups: int, *, seed: int, block: int) -> dict[str, float]:
     rnd = random.Random(seed)
     cold_offsets = [rnd.randrange(0, n * STEP_OFFSET) for _ in range(lookups)]
     warm_offsets = [rnd.randrange((n - 1000) * STEP_OFFSET, n * STEP_OFFSET) for _ in range(lookups)]
@@ -224,12 +225,12 @@ def bench_lookups(off_path: Path, ts_path: Path, n: int, lookups: int, seed: int
         clock = time.perf_counter_ns
         for name in names:
             samples[name] = []
-        for block, start in enumerate(range(0, lookups, BLOCK)):
-            shift = block % len(names)  # rotate the order so no case always runs first or last
+        for number, start in enumerate(range(0, lookups, block)):
+            shift = number % len(names)  # rotate the order so no case always runs first or last
             for name in names[shift:] + names[:shift]:
                 fn, targets = cases[name]
                 out = samples[name]
-                for t in targets[start : start + BLOCK]:
+                for t in targets[start : start + block]:
                     t0 = clock()
                     fn(t)
                     out.append(clock() - t0)
@@ -261,6 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--lookups", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=10_000,
+        help="targets per case before switching to the next case (1: switch after every lookup, so every "
+        "case finds the CPU caches filled by the others)",
+    )
     parser.add_argument("--json", type=Path, help="also write the medians here")
     args = parser.parse_args(argv)
     rounds: list[dict[str, float]] = []
@@ -271,13 +279,16 @@ def main(argv: list[str] | None = None) -> int:
             row = bench_appends(directory, args.entries, mirrored=False)
             row.update(bench_appends(directory, args.entries, mirrored=True))
             row.update(bench_mirror(off_path, ts_path, args.entries))
-            row.update(bench_lookups(off_path, ts_path, args.entries, args.lookups, seed=r))
+            row.update(bench_lookups(off_path, ts_path, args.entries, args.lookups, seed=r, block=args.block))
             for ratio, (case, ref) in RATIOS.items():
                 row[ratio] = row[f"{case}_p50_us"] / row[f"{ref}_p50_us"]
             rounds.append(row)
             print(f"round {r + 1}/{args.runs} done", file=sys.stderr)
     medians = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-    print(f"entries={args.entries} lookups={args.lookups} runs={args.runs} (medians; times in the key's unit)")
+    print(
+        f"entries={args.entries} lookups={args.lookups} runs={args.runs} block={args.block} "
+        "(medians; times in the key's unit)"
+    )
     for key, value in medians.items():
         if key not in RATIOS:
             print(f"  {key:38} {value:10.3f}")

@@ -1,14 +1,24 @@
-"""indexes.search: warm-section floor/ceiling search against a bisect model, no files."""
+"""indexes.search: warm-section floor/ceiling search (struct and native mirror) against a bisect model, no files."""
 
 from __future__ import annotations
 
 import bisect
 import struct
+from array import array
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexes.search import WARM_SECTION_BYTES, largest_lower_bound, smallest_upper_bound, warm_entries
+from indexes.search import (
+    WARM_SECTION_BYTES,
+    bisect_ceiling,
+    bisect_floor,
+    largest_lower_bound,
+    native_column,
+    smallest_upper_bound,
+    warm_entries,
+)
 
 PAIR = struct.Struct(">ii")
 KEY = struct.Struct(">i")
@@ -99,3 +109,90 @@ def test_every_stored_key_is_found_exactly(keys: list[int], data: st.DataObject)
     slot = data.draw(st.integers(0, len(keys) - 1))
     assert largest_lower_bound(buf, len(keys), keys[slot], key=KEY, stride=8) == slot
     assert smallest_upper_bound(buf, len(keys), keys[slot], key=KEY, stride=8) == slot
+
+
+# -- the native mirror: decoding a column, and the C-bisect search over it ---------------------
+
+
+def test_native_column_decodes_both_widths_at_any_field() -> None:
+    entry = struct.Struct(">qi")
+    rows = [(-(2**63), -(2**31)), (-1, -1), (0, 0), (1_700_000_000_000, 7), (2**63 - 1, 2**31 - 1)]
+    buf = b"".join(entry.pack(t, o) for t, o in rows) + b"\xff" * 12  # a slot past `entries` is ignored
+    timestamps = native_column(buf, len(rows), stride=12, field=0, width=8)
+    offsets = native_column(buf, len(rows), stride=12, field=8, width=4)
+    assert (timestamps.typecode, offsets.typecode) == ("q", "i")
+    assert timestamps.tolist() == [t for t, _ in rows]
+    assert offsets.tolist() == [o for _, o in rows]
+
+
+def test_native_column_of_nothing_is_empty_and_bad_shapes_are_refused() -> None:
+    assert native_column(b"", 0, stride=8, field=0, width=4).tolist() == []
+    with pytest.raises(ValueError, match="no 3 entries"):
+        native_column(column([1, 2]), 3, stride=8, field=0, width=4)
+    with pytest.raises(ValueError, match="no 1 entries"):
+        native_column(column([1]), 1, stride=8, field=6, width=4)  # the field runs past the entry
+    with pytest.raises(ValueError, match="2-byte"):
+        native_column(column([1]), 1, stride=8, field=0, width=2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**31), 2**31 - 1)), max_size=300))
+def test_native_column_matches_struct(rows: list[tuple[int, int]]) -> None:
+    buf = b"".join(PAIR.pack(k, v) for k, v in rows)
+    assert native_column(buf, len(rows), stride=8, field=0, width=4).tolist() == [k for k, _ in rows]
+    assert native_column(buf, len(rows), stride=8, field=4, width=4).tolist() == [v for _, v in rows]
+
+
+def test_bisect_search_on_empty_and_single_entry() -> None:
+    empty = array("i")
+    assert bisect_floor(empty, 0, 5, 1024) is None
+    assert bisect_ceiling(empty, 0, 5, 1024) is None
+    one = array("i", [7])
+    assert [bisect_floor(one, 1, t, 1024) for t in (6, 7, 8)] == [None, 0, 0]
+    assert [bisect_ceiling(one, 1, t, 1024) for t in (6, 7, 8)] == [0, 0, None]  # exact hit found
+
+
+def test_bisect_search_cold_and_warm_paths_on_2000_entries() -> None:
+    # D-10 again, on the mirror: first hot slot 2000 - 1 - 1024 = 975.
+    keys = list(range(0, 20000, 10))
+    mirror = array("i", keys)
+    buf = column(keys)
+    for target in (-1, 0, 10, 15, 9745, 9750, 9755, 15000, 15001, 19990, 25000):
+        assert bisect_floor(mirror, 2000, target, 1024) == floor_model(keys, target), target
+        assert bisect_floor(mirror, 2000, target, 1024) == largest_lower_bound(buf, 2000, target, key=KEY, stride=8)
+        assert bisect_ceiling(mirror, 2000, target, 1024) == ceiling_model(keys, target), target
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(st.integers(-(2**31), 2**31 - 1), max_size=200, unique=True).map(sorted),
+    extra=st.lists(st.integers(-(2**31), 2**31 - 1), max_size=3),
+    target=st.integers(-(2**31) - 1, 2**31),
+    warm=st.integers(0, 40),
+)
+def test_bisect_search_matches_bisect_model_and_struct_search(
+    keys: list[int], extra: list[int], target: int, warm: int
+) -> None:
+    # Small warm sections exercise both steps on short columns; `extra` items past `entries` must be ignored.
+    mirror = array("i", keys + extra)
+    assert bisect_floor(mirror, len(keys), target, warm) == floor_model(keys, target)
+    assert bisect_ceiling(mirror, len(keys), target, warm) == ceiling_model(keys, target)
+    buf = column(keys)
+    assert bisect_floor(mirror, len(keys), target, warm) == largest_lower_bound(
+        buf, len(keys), target, key=KEY, stride=8
+    )
+    assert bisect_ceiling(mirror, len(keys), target, warm) == smallest_upper_bound(
+        buf, len(keys), target, key=KEY, stride=8
+    )
+
+
+@settings(max_examples=50, deadline=None)
+@given(keys=st.lists(st.integers(0, 10**6), min_size=1, max_size=1500, unique=True).map(sorted), data=st.data())
+def test_bisect_search_with_kafkas_warm_section_finds_every_key(keys: list[int], data: st.DataObject) -> None:
+    mirror = array("q", keys)
+    slot = data.draw(st.integers(0, len(keys) - 1))
+    for warm in (warm_entries(8), warm_entries(12)):
+        assert bisect_floor(mirror, len(keys), keys[slot], warm) == slot
+        assert bisect_ceiling(mirror, len(keys), keys[slot], warm) == slot
+        assert bisect_floor(mirror, len(keys), keys[slot] + 1, warm) == floor_model(keys, keys[slot] + 1)
+        assert bisect_ceiling(mirror, len(keys), keys[slot] - 1, warm) == ceiling_model(keys, keys[slot] - 1)

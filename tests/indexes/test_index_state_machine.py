@@ -1,12 +1,14 @@
 """Property tests: OffsetIndex and TimeIndex driven by Hypothesis against list models.
 
 Every rule mirrors the same change on a plain list; every invariant compares
-lookups, ceilings and reopen-from-disk with what the list says.
+lookups, ceilings and reopen-from-disk with what the list says, and the
+in-memory mirror the lookups search with the entries in the file.
 """
 
 from __future__ import annotations
 
 import bisect
+import struct
 import tempfile
 from pathlib import Path
 
@@ -15,8 +17,21 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from indexes import IndexFullError, InvalidOffsetError, OffsetIndex, TimeIndex
+from indexes.abstract import AbstractIndex
+from indexes.offset_index import OFFSET_ENTRY
+from indexes.time_index import TIME_ENTRY
 
 SLOTS = 40
+
+
+def assert_mirror_matches_file(index: AbstractIndex[tuple[int, int]], entry: struct.Struct) -> None:
+    """The mirror (when built) holds exactly the valid entries of the mapping, column by column."""
+    if index._mirror is None:
+        return
+    keys, values = index._mirror
+    rows = list(entry.iter_unpack(index._mm[: index.size_bytes]))
+    assert keys.tolist() == [k for k, _ in rows]
+    assert values.tolist() == [v for _, v in rows]
 
 
 class OffsetIndexMachine(RuleBasedStateMachine):
@@ -87,6 +102,7 @@ class OffsetIndexMachine(RuleBasedStateMachine):
             assert self.index.lookup(target) == (self.model[i - 1] if i else (self.base, 0))
             j = bisect.bisect_left(offsets, target)
             assert self.index.lookup_ceiling(target) == (self.model[j] if j < len(offsets) else None)
+        assert_mirror_matches_file(self.index, OFFSET_ENTRY)
 
 
 class TimeIndexMachine(RuleBasedStateMachine):
@@ -138,6 +154,7 @@ class TimeIndexMachine(RuleBasedStateMachine):
         for target in range(start, (stamps[-1] + 3) if stamps else 3, 7):
             i = bisect.bisect_right(stamps, target)
             assert self.index.lookup(target) == (self.model[i - 1] if i else (-1, 0))
+        assert_mirror_matches_file(self.index, TIME_ENTRY)
 
 
 TestOffsetIndexMachine = OffsetIndexMachine.TestCase
