@@ -84,17 +84,19 @@ class AbstractIndex(ABC, Generic[EntryT]):
 
     In memory: lookups search a native mirror of the entries, two ``array``
     columns (key and value) decoded from the mapping with one bulk copy on the
-    first lookup (not at open: opening thousands of segments stays cheap; the
-    build takes ~5-15 ms per 1M entries) and then kept equal to the file's
-    valid entries by every append and truncation, dropped at close. It costs
-    ``entry_size`` bytes per entry, the size of the valid part of the file.
-    Searching it with C ``bisect`` makes a lookup on 1M entries ~1.2 µs
-    instead of ~4 µs for a pure-Python search of the big-endian mapping
-    (``bench/bench_indexes.py``; ``docs/INDEXES.md`` has the figures).
+    first lookup, not at open (opening thousands of segments stays cheap; the
+    build takes ~10 ms per 1M offset entries, ~17 ms per 1M time entries),
+    then kept equal to the file's valid entries by every append and
+    truncation, and dropped at close. It costs ``entry_size`` bytes per
+    entry, the size of the valid part of the file. Searching it with C
+    ``bisect`` makes a lookup on 1M entries ~1.5 µs (p50) instead of ~4.2 µs
+    for a pure-Python search of the big-endian mapping, 1.5-1.7x a bare C
+    ``bisect`` over a native array (``bench/bench_indexes.py``;
+    ``docs/INDEXES.md`` has the figures).
 
     Concurrency: every method takes one lock (``threading.RLock``), so an index
     may be used from several threads (the event loop and executor threads);
-    a lookup holds it for ~1 µs (1M entries), so sharing it costs little. The
+    a lookup holds it for ~1.5 µs (1M entries), so sharing it costs little. The
     mirror is only built, read and changed under that lock. Use after
     :meth:`close` raises :class:`ClosedError`; ``close`` is idempotent.
     Mutating a read-only index raises :class:`ReadOnlyIndexError`.
