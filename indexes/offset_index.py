@@ -100,10 +100,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         lock = self._lock
         lock.acquire()
         try:
-            mirror = self._mirror
-            if mirror is None:
-                mirror = self._load_mirror()  # first lookup, or ClosedError
-            keys, positions = mirror
+            keys, positions = self._mirror or self._load_mirror()  # built on the first lookup; ClosedError
             base = self._base_offset
             slot = bisect_floor(keys, self._entries, target_offset - base, _WARM)
             if slot is None:
@@ -121,10 +118,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         lock = self._lock
         lock.acquire()
         try:
-            mirror = self._mirror
-            if mirror is None:
-                mirror = self._load_mirror()
-            keys, positions = mirror
+            keys, positions = self._mirror or self._load_mirror()
             base = self._base_offset
             slot = bisect_ceiling(keys, self._entries, target_offset - base, _WARM)
             if slot is None:

@@ -99,10 +99,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         lock = self._lock
         lock.acquire()
         try:
-            mirror = self._mirror
-            if mirror is None:
-                mirror = self._load_mirror()  # first lookup, or ClosedError
-            timestamps, offsets = mirror
+            timestamps, offsets = self._mirror or self._load_mirror()  # built on the first lookup; ClosedError
             slot = bisect_floor(timestamps, self._entries, target_timestamp, _WARM)
             if slot is None:
                 return _new_tuple(TimestampOffset, (NO_TIMESTAMP, self._base_offset))
