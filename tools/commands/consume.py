@@ -1,0 +1,216 @@
+"""``seglog consume TOPIC``: read records by offset or time, print them as text, JSON Lines or raw bytes.
+
+Reads through a read-only ``Engine`` (no lock), so it works while an
+application has the directory open. ``--follow`` keeps going at the end of the
+log: ``PartitionLog.subscribe`` only wakes for appends made through the same
+``Engine``, and a command line is another process, so ``--follow`` re-opens
+the directory read-only every ``--poll-ms`` and reads what was appended
+meanwhile. ``--group`` starts from the group's committed offsets and commits
+the next positions at the end (and after each poll with ``--follow``); a
+commit takes the directory lock, so it fails while another engine holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from tools._output import (
+    EXIT_OK,
+    UsageError,
+    add_log_dir,
+    epilog,
+    iso,
+    json_bytes,
+    log_dir_of,
+    note,
+    print_json,
+    run_async,
+    text_of,
+    time_arg,
+)
+
+NOTES = """\
+Start: --from earliest (default), latest or an offset, or --from-time T (the
+earliest offset whose timestamp is >= T); with --group and no --from, the
+group's committed offset. Stop: the log end at start, --to-offset N
+(exclusive), --to-time T (before the earliest offset whose timestamp is >= T),
+--max-messages N, or never with --follow (Ctrl-C ends it). Times are ISO 8601
+(UTC unless a zone is given) or epoch milliseconds. Output: --format text
+(the value; --print-key / --print-metadata add tab-separated columns), json
+(JSON Lines: topic, partition, offset, timestamp, key, value, headers; bytes
+that are not UTF-8 appear as {"base64": ...}) or raw (value bytes + delimiter)."""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "consume",
+        help="read records from an offset, earliest/latest or a time; text, JSON Lines or raw",
+        description="Read the records of TOPIC (all partitions, or --partition) by offset or by time.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(
+            "seglog consume orders --log-dir data",
+            "seglog consume orders --partition 0 --from 100 --max-messages 10 --format json",
+            "seglog consume orders --from-time 2026-11-22T10:00:00Z --to-time 2026-11-22T11:00:00Z --print-key",
+            "seglog consume orders --group billing --follow",
+            notes=NOTES,
+        ),
+    )
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--partition", "-p", type=int, action="append", metavar="P",
+                   help="read only partition P (repeatable; default all)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--from", dest="start", metavar="earliest|latest|OFFSET", help="where to start")
+    start.add_argument("--from-time", type=time_arg, metavar="T", help="start at the first offset with timestamp >= T")
+    end = p.add_mutually_exclusive_group()
+    end.add_argument("--to-offset", type=int, metavar="N", help="stop before offset N")
+    end.add_argument("--to-time", type=time_arg, metavar="T", help="stop before the first offset with timestamp >= T")
+    p.add_argument("--max-messages", "-n", type=int, metavar="N", help="stop after N records in all")
+    p.add_argument("--follow", "-f", action="store_true", help="wait for new records at the end of the log")
+    p.add_argument("--poll-ms", type=int, default=500, metavar="MS", help="--follow re-read interval (default 500)")
+    p.add_argument("--group", metavar="GROUP", help="start at GROUP's committed offsets and commit the positions")
+    p.add_argument("--format", choices=("text", "json", "raw"), default="text", help="output format (default text)")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--print-key", action="store_true", help="text: print the key before the value")
+    p.add_argument("--print-metadata", action="store_true", help="text: print partition, offset and timestamp first")
+    p.add_argument("--delimiter", default="\n", metavar="S",
+                   help="text/raw: written after each record (default newline)")
+    add_log_dir(p)
+    p.set_defaults(func=run)
+
+
+class _Printer:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.format = "json" if args.json else args.format
+        self.key = args.print_key
+        self.meta = args.print_metadata
+        self.delimiter = args.delimiter.encode("utf-8").decode("unicode_escape").encode("utf-8")
+
+    def record(self, topic: str, partition: int, rec: Any) -> None:
+        if self.format == "json":
+            print_json({"topic": topic, "partition": partition, "offset": rec.offset, "timestamp": rec.timestamp,
+                        "key": json_bytes(rec.key), "value": json_bytes(rec.value),
+                        "headers": [[k, json_bytes(v)] for k, v in rec.headers]}, lines=True)
+            return
+        out = sys.stdout.buffer
+        if self.format == "raw":
+            out.write((rec.value or b"") + self.delimiter)
+            return
+        cols = []
+        if self.meta:
+            cols += [str(partition), str(rec.offset), iso(rec.timestamp)]
+        if self.key:
+            cols.append(text_of(rec.key))
+        cols.append(text_of(rec.value))
+        out.write("\t".join(cols).encode("utf-8") + self.delimiter)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+async def _resolve_start(args: argparse.Namespace, log: Any, committed: int | None) -> int:
+    if args.from_time is not None:
+        hit = await log.offset_for_timestamp(args.from_time)
+        return int(log.log_end_offset if hit is None else hit.offset)
+    spec = args.start
+    if spec is None:
+        return committed if committed is not None else int(log.log_start_offset)
+    if spec == "earliest":
+        return int(log.log_start_offset)
+    if spec == "latest":
+        return int(log.log_end_offset)
+    try:
+        offset = int(spec)
+    except ValueError:
+        raise UsageError(f"--from {spec!r}: use earliest, latest or an offset") from None
+    if offset < 0:
+        raise UsageError(f"--from {offset}: offsets are not negative")
+    return offset
+
+
+async def _end_offset(args: argparse.Namespace, log: Any) -> int | None:
+    """The exclusive stop offset, or None for 'the log end' (or never, with --follow)."""
+    if args.to_offset is not None:
+        return int(args.to_offset)
+    if args.to_time is not None:
+        hit = await log.offset_for_timestamp(args.to_time)
+        return None if hit is None else int(hit.offset)
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+
+    path: Path = log_dir_of(args)
+    printer = _Printer(args)
+    if args.max_messages is not None and args.max_messages < 0:
+        raise UsageError("--max-messages must not be negative")
+    if args.poll_ms < 1:
+        raise UsageError("--poll-ms must be at least 1")
+    printed = 0
+    positions: dict[int, int] = {}
+    stops: dict[int, int | None] = {}
+
+    async def commit() -> None:
+        if args.group is None or not positions:
+            return
+        async with Engine.open(path) as writer:
+            await writer.commit_offsets(args.group, {(args.topic, p): o for p, o in positions.items()})
+
+    def limit_reached() -> bool:
+        return args.max_messages is not None and printed >= args.max_messages
+
+    async def read_available(engine: Any) -> bool:
+        """Print what is readable now; returns True when nothing more is to be read (every stop reached)."""
+        nonlocal printed
+        done = True
+        for partition in sorted(positions):
+            log = engine.log(args.topic, partition)
+            stop = stops[partition]
+            end = log.log_end_offset if stop is None else min(stop, log.log_end_offset)
+            while positions[partition] < end and not limit_reached():
+                result = await log.read(max(positions[partition], log.log_start_offset))
+                records = [r for r in result.records if r.offset < end]
+                for rec in records:
+                    if limit_reached():
+                        break
+                    printer.record(args.topic, partition, rec)
+                    printed += 1
+                    positions[partition] = rec.offset + 1
+                if not records:
+                    if result.next_offset <= positions[partition]:
+                        break
+                    positions[partition] = min(result.next_offset, end)
+            printer.flush()
+            if stop is None or positions[partition] < stop:
+                done = False
+        return done or limit_reached()
+
+    async def work() -> None:
+        async with Engine.open(path, read_only=True) as engine:
+            count = engine.partitions_for(args.topic)
+            wanted = args.partition or list(range(count))
+            for p in wanted:
+                engine.log(args.topic, p)  # UnknownTopicOrPartitionError for a bad --partition
+                committed = await engine.committed(args.group, args.topic, p) if args.group else None
+                positions[p] = await _resolve_start(args, engine.log(args.topic, p), committed)
+                stops[p] = await _end_offset(args, engine.log(args.topic, p))
+            finished = await read_available(engine)
+        try:
+            while args.follow and not finished:
+                await asyncio.sleep(args.poll_ms / 1000)
+                async with Engine.open(path, read_only=True) as engine:
+                    before = dict(positions)
+                    finished = await read_available(engine)
+                if positions != before:
+                    await commit()
+        finally:
+            await commit()
+
+    run_async(work())
+    note(f"consumed {printed} record(s) from {args.topic}"
+         + (f"; committed positions for group {args.group}" if args.group and positions else ""))
+    return EXIT_OK

@@ -1,0 +1,198 @@
+"""``seglog groups list|describe|reset|delete``: consumer-group positions, lag, and resets.
+
+``list`` and ``describe`` use a read-only ``Engine``; ``reset`` computes the new
+positions (earliest, latest, a time, or an offset) and, as
+``kafka-consumer-groups --reset-offsets``, only prints them unless
+``--execute`` is given; ``reset --execute`` and ``delete`` take the directory
+lock to commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tools._output import (
+    EXIT_OK,
+    Column,
+    UsageError,
+    add_json,
+    add_log_dir,
+    epilog,
+    log_dir_of,
+    note,
+    print_json,
+    print_table,
+    run_async,
+    time_arg,
+)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "groups",
+        help="list consumer groups, show committed offsets and lag, reset positions",
+        description="Consumer groups of a log directory: committed offsets, lag, resets.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(
+            "seglog groups list --log-dir data",
+            "seglog groups describe billing --log-dir data",
+            "seglog groups reset billing --topic orders --to-datetime 2026-11-22T10:00:00Z --execute",
+        ),
+    )
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    ls = sub.add_parser("list", help="list groups", formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog=epilog("seglog groups list --json --log-dir data"))
+    add_log_dir(ls)
+    add_json(ls, "the group names")
+    ls.set_defaults(func=list_groups)
+
+    d = sub.add_parser("describe", help="committed offsets, log end offsets and lag of a group",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=epilog("seglog groups describe billing --log-dir data"))
+    d.add_argument("group", metavar="GROUP")
+    add_log_dir(d)
+    add_json(d, "one object per partition")
+    d.set_defaults(func=describe)
+
+    r = sub.add_parser("reset", help="move a group's positions (dry run unless --execute)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=epilog("seglog groups reset billing --topic orders --to-earliest --execute",
+                                     "seglog groups reset billing --topic orders --partition 0 --to-offset 42"))
+    r.add_argument("group", metavar="GROUP")
+    r.add_argument("--topic", required=True, metavar="TOPIC")
+    r.add_argument("--partition", "-p", type=int, action="append", metavar="P", help="only partition P (repeatable)")
+    to = r.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
+    to.add_argument("--to-datetime", type=time_arg, metavar="T",
+                    help="the earliest offset whose timestamp is >= T (the log end if none)")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log's range)")
+    r.add_argument("--execute", action="store_true", help="commit the new positions (default: only show them)")
+    add_log_dir(r)
+    add_json(r, "the new positions")
+    r.set_defaults(func=reset)
+
+    x = sub.add_parser("delete", help="forget a group's committed offsets",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=epilog("seglog groups delete billing --log-dir data"))
+    x.add_argument("group", metavar="GROUP")
+    add_log_dir(x)
+    x.set_defaults(func=delete)
+
+
+def list_groups(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+
+    path: Path = log_dir_of(args)
+
+    async def work() -> list[str]:
+        async with Engine.open(path, read_only=True) as engine:
+            return engine.groups()
+
+    names: list[str] = run_async(work())
+    if args.json:
+        print_json(names)
+    else:
+        for name in names:
+            print(name)
+    return EXIT_OK
+
+
+def describe(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+
+    path: Path = log_dir_of(args)
+
+    async def work() -> list[dict[str, Any]]:
+        rows = []
+        async with Engine.open(path, read_only=True) as engine:
+            known = set(engine.topics())
+            for (topic, partition), committed in sorted(engine.group_offsets(args.group).items()):
+                if topic not in known:
+                    rows.append({"topic": topic, "partition": partition, "committed": committed,
+                                 "log_start_offset": None, "log_end_offset": None, "lag": None})
+                    continue
+                log = engine.log(topic, partition)
+                rows.append({"topic": topic, "partition": partition, "committed": committed,
+                             "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
+                             "lag": max(0, log.log_end_offset - max(committed, log.log_start_offset))})
+        return rows
+
+    rows: list[dict[str, Any]] = run_async(work())
+    if not rows:
+        from engine.errors import UnknownTopicOrPartitionError
+
+        raise UnknownTopicOrPartitionError(f"group {args.group!r} has no committed offsets in {path}")
+    if args.json:
+        print_json(rows)
+        return EXIT_OK
+    dash = lambda v: "-" if v is None else v  # noqa: E731
+    print_table([Column("topic"), Column("partition", "right"), Column("committed", "right"),
+                 Column("log end", "right"), Column("lag", "right")],
+                [(r["topic"], r["partition"], r["committed"], dash(r["log_end_offset"]), dash(r["lag"]))
+                 for r in rows])
+    return EXIT_OK
+
+
+def reset(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+
+    path: Path = log_dir_of(args)
+    if args.to_offset is not None and args.to_offset < 0:
+        raise UsageError("--to-offset must not be negative")
+
+    async def target(log: Any) -> int:
+        start, end = log.log_start_offset, log.log_end_offset
+        if args.to_earliest:
+            return int(start)
+        if args.to_latest:
+            return int(end)
+        if args.to_datetime is not None:
+            hit = await log.offset_for_timestamp(args.to_datetime)
+            return int(end if hit is None else hit.offset)
+        return int(min(max(args.to_offset, start), end))
+
+    async def work() -> list[dict[str, Any]]:
+        async with Engine.open(path, read_only=not args.execute) as engine:
+            partitions = args.partition or list(range(engine.partitions_for(args.topic)))
+            plan = []
+            for p in partitions:
+                log = engine.log(args.topic, p)
+                plan.append({"topic": args.topic, "partition": p,
+                             "previous": await engine.committed(args.group, args.topic, p),
+                             "new": await target(log)})
+            if args.execute:
+                await engine.commit_offsets(args.group, {(args.topic, r["partition"]): r["new"] for r in plan})
+        return plan
+
+    plan: list[dict[str, Any]] = run_async(work())
+    if args.json:
+        print_json(plan)
+    else:
+        print_table([Column("topic"), Column("partition", "right"), Column("previous", "right"),
+                     Column("new", "right")],
+                    [(r["topic"], r["partition"], "-" if r["previous"] is None else r["previous"], r["new"])
+                     for r in plan])
+    note(f"committed new positions for group {args.group}" if args.execute
+         else "dry run: nothing committed; add --execute to commit these positions")
+    return EXIT_OK
+
+
+def delete(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+
+    path: Path = log_dir_of(args)
+
+    async def work() -> bool:
+        async with Engine.open(path) as engine:
+            return await engine.delete_group(args.group)
+
+    if not run_async(work()):
+        from engine.errors import UnknownTopicOrPartitionError
+
+        raise UnknownTopicOrPartitionError(f"group {args.group!r} has no committed offsets in {path}")
+    note(f"deleted group {args.group}")
+    return EXIT_OK

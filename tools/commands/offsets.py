@@ -1,0 +1,95 @@
+"""``seglog offsets TOPIC``: earliest, latest, max-timestamp or by-time offsets per partition (kafka-get-offsets).
+
+Answers with ``PartitionLog.offset_for_timestamp`` on a read-only ``Engine``,
+with Kafka's ListOffsets sentinels: ``earliest`` (-2), ``latest`` (-1),
+``max-timestamp`` (-3), or a time (the earliest offset whose timestamp is >= it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tools._output import (
+    EXIT_OK,
+    UsageError,
+    add_json,
+    add_log_dir,
+    epilog,
+    log_dir_of,
+    parse_time,
+    print_json,
+    run_async,
+)
+
+NOTES = """\
+Output: one line per partition, TOPIC:PARTITION:OFFSET (kafka-get-offsets'
+format). For a time after every record's timestamp the offset is -1 (Kafka's
+"no such offset"; null in --json). --time takes earliest, latest,
+max-timestamp, Kafka's -2/-1/-3, ISO 8601 or epoch milliseconds."""
+
+SENTINELS = {"earliest": -2, "latest": -1, "max-timestamp": -3, "-2": -2, "-1": -1, "-3": -3}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "offsets",
+        help="earliest, latest, max-timestamp or by-time offset of each partition (kafka-get-offsets)",
+        description="Print the offset of each partition of TOPIC for --time (default latest).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(
+            "seglog offsets orders --log-dir data",
+            "seglog offsets orders --time earliest",
+            "seglog offsets orders --time 2026-11-22T10:00:00Z --json",
+            notes=NOTES,
+        ),
+    )
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--partition", "-p", type=int, action="append", metavar="P", help="only partition P (repeatable)")
+    p.add_argument("--time", default="latest", metavar="T",
+                   help="earliest, latest, max-timestamp, or a time (default latest)")
+    add_log_dir(p)
+    add_json(p, "a list of {topic, partition, offset, timestamp}")
+    p.set_defaults(func=run)
+
+
+def time_spec(text: str) -> int:
+    """Kafka's ListOffsets timestamp for ``text``: a sentinel (-1/-2/-3) or epoch milliseconds.
+
+    Raises:
+        UsageError: not a sentinel name or a time.
+    """
+    value = SENTINELS.get(text.strip().lower())
+    if value is not None:
+        return value
+    ts = parse_time(text)
+    if ts < 0:
+        raise UsageError(f"--time {text!r}: only -1, -2 and -3 may be negative")
+    return ts
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+
+    path: Path = log_dir_of(args)
+    target = time_spec(args.time)
+
+    async def work() -> list[dict[str, Any]]:
+        out = []
+        async with Engine.open(path, read_only=True) as engine:
+            count = engine.partitions_for(args.topic)
+            for p in args.partition or range(count):
+                hit = await engine.log(args.topic, p).offset_for_timestamp(target)
+                out.append({"topic": args.topic, "partition": p,
+                            "offset": None if hit is None else hit.offset,
+                            "timestamp": None if hit is None or hit.timestamp < 0 else hit.timestamp})
+        return out
+
+    rows: list[dict[str, Any]] = run_async(work())
+    if args.json:
+        print_json(rows)
+    else:
+        for r in rows:
+            print(f"{r['topic']}:{r['partition']}:{-1 if r['offset'] is None else r['offset']}")
+    return EXIT_OK

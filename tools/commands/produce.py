@@ -1,0 +1,191 @@
+"""``seglog produce TOPIC``: append records from stdin or a file, one per line (text or JSON Lines).
+
+Records are partitioned like a Kafka producer: by ``murmur2(key)`` when there
+is a key, otherwise one partition per batch in turn (Kafka's sticky
+partitioner); ``--partition`` overrides both. Consecutive records for one
+partition are appended as one batch (up to ``--batch-size`` records and half
+the topic's ``max.message.bytes``), so a large input costs one write per batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Final
+
+from tools._output import (
+    EXIT_OK,
+    UsageError,
+    add_log_dir,
+    bytes_of_json,
+    epilog,
+    key_value_arg,
+    log_dir_of,
+    note,
+    parse_time,
+    print_json,
+    run_async,
+    time_arg,
+)
+
+RECORD_OVERHEAD_BYTES: Final = 32  # a generous per-record msgpack + header share, for sizing batches
+
+NOTES = """\
+Text input: each line is a value (the newline is not part of it); with
+--key-separator SEP the part before the first SEP is the key. JSON Lines input
+(--format json): one object per line with "value" and optional "key",
+"headers" ({"name": "value"} or [["name", "value"], ...]), "timestamp" (epoch
+ms or ISO 8601) and "partition"; a key, value or header value is a string
+(UTF-8) or {"base64": "..."}. --json prints where each record went."""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "produce",
+        help="append records from stdin or a file (lines or JSON Lines)",
+        description="Append records to TOPIC from stdin (or --file): one record per line, text or JSON Lines.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(
+            "printf 'hello\\nworld\\n' | seglog produce orders --log-dir data",
+            "printf 'k1:v1\\nk2:v2\\n' | seglog produce orders --key-separator : --header source=cli",
+            "seglog produce orders --format json --file events.jsonl --json > placed.jsonl",
+            notes=NOTES,
+        ),
+    )
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--file", type=Path, metavar="PATH", help="read this file instead of stdin")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="input format (default text)")
+    p.add_argument("--key", help="the key of every record (text input)")
+    p.add_argument("--key-separator", metavar="SEP", help="split each text line into KEY SEP VALUE")
+    p.add_argument("--header", type=key_value_arg, action="append", default=[], metavar="NAME=VALUE",
+                   help="a header on every record (repeatable)")
+    p.add_argument("--timestamp", type=time_arg, metavar="T",
+                   help="timestamp of every record: ISO 8601 or epoch ms (default: the append time)")
+    p.add_argument("--partition", type=int, metavar="P", help="append every record to partition P")
+    p.add_argument("--batch-size", type=int, default=500, metavar="N", help="records per batch at most (default 500)")
+    add_log_dir(p)
+    p.add_argument("--json", action="store_true", help="print each record's topic, partition, offset (JSON Lines)")
+    p.set_defaults(func=run)
+
+
+def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    for number, raw in enumerate(stream, start=1):
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        yield number, line[:-1] if line.endswith(b"\r") else line
+
+
+def _parse_json_line(number: int, line: bytes) -> tuple[Any, ...]:
+    where = f"line {number}"
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise UsageError(f"{where}: expected a JSON object")
+    unknown = set(obj) - {"key", "value", "headers", "timestamp", "partition", "topic", "offset"}
+    if unknown:
+        raise UsageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    raw_headers = obj.get("headers") or []
+    pairs = list(raw_headers.items()) if isinstance(raw_headers, dict) else raw_headers
+    if not isinstance(pairs, list) or not all(isinstance(h, list | tuple) and len(h) == 2 for h in pairs):
+        raise UsageError(f"{where}: headers must be an object or a list of [name, value] pairs")
+    headers = tuple((str(k), bytes_of_json(v, f"{where}: header {k}") or b"") for k, v in pairs)
+    ts = obj.get("timestamp")
+    if isinstance(ts, str):
+        ts = parse_time(ts)
+    elif ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
+        raise UsageError(f"{where}: timestamp must be epoch ms or ISO 8601")
+    partition = obj.get("partition")
+    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
+        raise UsageError(f"{where}: partition must be an integer")
+    return (bytes_of_json(obj.get("value"), f"{where}: value"), bytes_of_json(obj.get("key"), f"{where}: key"),
+            ts, headers, partition)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+    from engine.partitioner import partition_for_key
+    from engine.results import Record
+
+    path = log_dir_of(args)
+    if args.batch_size < 1:
+        raise UsageError("--batch-size must be at least 1")
+    common_headers = tuple((k, v.encode()) for k, v in args.header)
+    fixed_key = args.key.encode() if args.key is not None else None
+    sep = args.key_separator.encode() if args.key_separator else None
+
+    def records(stream: IO[bytes]) -> Iterator[tuple[Record, int | None]]:
+        for number, line in _lines(stream):
+            if args.format == "json":
+                if not line.strip():
+                    continue
+                value, key, ts, headers, partition = _parse_json_line(number, line)
+                yield Record(value, key, ts if ts is not None else args.timestamp, headers + common_headers), partition
+                continue
+            key, value = fixed_key, line
+            if sep is not None:
+                if sep not in line:
+                    raise UsageError(f"line {number}: no key separator {args.key_separator!r}")
+                key, value = line.split(sep, 1)
+            yield Record(value, key, args.timestamp, common_headers), None
+
+    async def work(stream: IO[bytes]) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        async with Engine.open(path) as engine:
+            partitions = engine.partitions_for(args.topic)
+            budget = max(1, engine.topic_config(args.topic).max_message_bytes // 2)
+            if args.partition is not None and not 0 <= args.partition < partitions:
+                raise UsageError(f"--partition {args.partition}: {args.topic} has {partitions} partition(s)")
+            sticky = 0
+            pending: list[Record] = []
+            pending_partition, pending_bytes = -1, 0
+
+            async def flush() -> None:
+                nonlocal pending, pending_bytes, sticky
+                if not pending:
+                    return
+                result = await engine.log(args.topic, pending_partition).append(pending)
+                counts[pending_partition] = counts.get(pending_partition, 0) + len(pending)
+                if args.json:
+                    for i, rec in enumerate(pending):
+                        ts = rec.timestamp if rec.timestamp is not None else result.max_timestamp
+                        print_json({"topic": args.topic, "partition": pending_partition,
+                                    "offset": result.first_offset + i, "timestamp": ts}, lines=True)
+                pending, pending_bytes = [], 0
+                sticky = (sticky + 1) % partitions
+
+            for rec, wanted in records(stream):
+                if args.partition is not None:
+                    partition = args.partition
+                elif wanted is not None:
+                    partition = wanted
+                elif rec.key is not None:
+                    partition = partition_for_key(rec.key, partitions)
+                else:
+                    partition = sticky
+                size = len(rec.value or b"") + len(rec.key or b"") + RECORD_OVERHEAD_BYTES + sum(
+                    len(k) + len(v) for k, v in rec.headers)
+                if pending and (partition != pending_partition or len(pending) >= args.batch_size
+                                or pending_bytes + size > budget):
+                    await flush()
+                pending_partition = partition
+                pending.append(rec)
+                pending_bytes += size
+            await flush()
+        return counts
+
+    if args.file is not None:
+        try:
+            with open(args.file, "rb") as f:
+                counts = run_async(work(f))
+        except OSError as exc:
+            raise UsageError(f"{args.file}: cannot read: {exc.strerror}") from None
+    else:
+        counts = run_async(work(sys.stdin.buffer))
+    total = sum(counts.values())
+    spread = ", ".join(f"{p}: {n}" for p, n in sorted(counts.items())) or "none"
+    note(f"produced {total} record(s) to {args.topic} (per partition {spread})")
+    return EXIT_OK
