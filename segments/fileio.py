@@ -55,6 +55,7 @@ __all__ = [
     "remove",
     "replace",
     "run_to_completion",
+    "submit",
     "use_ops",
 ]
 
@@ -92,7 +93,8 @@ async def run_to_completion(aw: Awaitable[_T]) -> _T:
     For work whose bookkeeping must match the file: an append whose bytes reached
     the file must also move the logical size, whether or not the producer is
     still waiting. A cancelled caller gets ``CancelledError`` after the work is
-    done (like a produce that timed out but was written).
+    done (like a produce that timed out but was written). A ``Future`` (e.g.
+    from :func:`submit`) is awaited as is; a coroutine becomes a Task.
     """
     task = asyncio.ensure_future(aw)
     cancelled = False
@@ -106,6 +108,17 @@ async def run_to_completion(aw: Awaitable[_T]) -> _T:
             task.exception()  # mark it retrieved; the cancellation wins
         raise asyncio.CancelledError
     return task.result()
+
+
+def submit(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> asyncio.Future[_T]:
+    """Start ``fn(*args, **kwargs)`` in the default executor at once; returns its future.
+
+    The same hop as :func:`in_thread` (aiofiles' ``wrap`` is exactly
+    ``loop.run_in_executor``), but the job is queued before the caller's next
+    ``await`` and the caller holds the future, so the bookkeeping of an append
+    can follow the job's outcome even when the caller is cancelled.
+    """
+    return asyncio.get_running_loop().run_in_executor(None, partial(fn, *args, **kwargs))
 
 
 class FileOps:
@@ -424,13 +437,16 @@ class SegmentFile:
         if total == 0:
             return position
 
-        async def write() -> int:
-            await in_thread(self._guarded, self._append_sync, buffers, position, fsync)
-            self._size = position + total
-            self._file_length = max(self._file_length, self._size)
-            return position
-
-        return await run_to_completion(write())
+        # Submitted now, not at the caller's next await: the write overlaps whatever the loop does next
+        # (the engine encodes the next group meanwhile), and no Task is created on this hot path.
+        job = submit(self._guarded, self._append_sync, buffers, position, fsync)
+        try:
+            await run_to_completion(job)
+        finally:
+            if job.done() and not job.cancelled() and job.exception() is None:
+                self._size = position + total  # even when the caller was cancelled: the bytes are there
+                self._file_length = max(self._file_length, self._size)
+        return position
 
     def _append_sync(self, buffers: Sequence[Buffer], position: int, sync: bool) -> None:
         try:

@@ -557,7 +557,8 @@ class LogSegment:
         Raises:
             SegmentOffsetOverflowError: a batch's offsets are below the base
                 offset or more than 2**31-1 above it; nothing was written.
-            ValueError: a buffer is not exactly one encoded batch.
+            ValueError: a buffer is not exactly one encoded batch, or offsets do not
+                increase (from batch to batch and from the segment's last offset).
             StorageError: the write or sync failed; the segment is as before.
             ClosedError: the segment is closed or read-only.
         """
@@ -565,7 +566,14 @@ class LogSegment:
         if not batches:
             return self._log.size
         headers = [self._header_of(b) for b in batches]
+        expected = self._next_offset
         for header in headers:
+            if expected is not None and header.base_offset < expected:
+                raise ValueError(
+                    f"{self._log.path}: a batch starting at offset {header.base_offset} cannot follow offset "
+                    f"{expected - 1}; offsets must increase"
+                )
+            expected = header.next_offset
             relative_last = header.last_offset - self._base_offset
             if header.base_offset < self._base_offset or relative_last > INT32_MAX:
                 raise SegmentOffsetOverflowError(
@@ -592,28 +600,38 @@ class LogSegment:
                 since = 0
             since += header.size
             batch_position += header.size
+        indexes: tuple[OffsetIndex, TimeIndex] | None = None
         if entries:
             # Index files are created (and mapped) in a thread when the first entry is due.
-            offset_index, time_index = await self._indexes()
+            indexes = await self._indexes()
             self._check_writable()
             if self._log.size != position:
                 raise RuntimeError(f"{self._log.path}: concurrent appends; the caller must serialise them")
 
-        async def commit() -> int:
-            written_at = await self._log.append(batches, fsync=fsync)
-            if written_at == 0:
-                self._rolling_based_timestamp = headers[0].max_timestamp
-            for last_offset, entry_position, entry_ts, entry_ts_offset in entries:
-                if not offset_index.is_full:
-                    offset_index.append(last_offset, entry_position)
-                if not time_index.is_full:
-                    time_index.maybe_append(entry_ts, entry_ts_offset)
-            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
-            self._bytes_since_last_index_entry = since
-            self._next_offset = headers[-1].next_offset
-            return written_at
+        end = batch_position
+        try:
+            await self._log.append(batches, fsync=fsync)
+        finally:
+            # The write happened (the size moved) even if this task was cancelled meanwhile: the
+            # bookkeeping must follow the file, or the next append would reuse these offsets.
+            if self._log.size == end:
+                if position == 0:
+                    self._rolling_based_timestamp = headers[0].max_timestamp
+                if indexes is not None:
+                    self._add_index_entries(indexes, entries)
+                self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
+                self._bytes_since_last_index_entry = since
+                self._next_offset = headers[-1].next_offset
+        return position
 
-        return await run_to_completion(commit())
+    @staticmethod
+    def _add_index_entries(indexes: tuple[OffsetIndex, TimeIndex], entries: list[tuple[int, int, int, int]]) -> None:
+        offset_index, time_index = indexes
+        for last_offset, entry_position, entry_ts, entry_ts_offset in entries:
+            if not offset_index.is_full:
+                offset_index.append(last_offset, entry_position)
+            if not time_index.is_full:
+                time_index.maybe_append(entry_ts, entry_ts_offset)
 
     # ------------------------------------------------------------------------------ reads
 

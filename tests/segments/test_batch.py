@@ -111,7 +111,8 @@ def test_decode_skips_records_below_start_offset() -> None:
         ([Record(b"v", timestamp=1.5)], TypeError),  # type: ignore[arg-type]
         ([Record(b"v", headers=(("k", "not bytes"),))], TypeError),  # type: ignore[arg-type]
         ([Record(b"v", headers=[("k", b"v")])], TypeError),  # type: ignore[arg-type]
-        ([(b"v", None, None, (), -1)], TypeError),
+        ([(b"v", None, None)], TypeError),  # not a 5-field record
+        ([Record(b"v"), 7], TypeError),
     ],
 )
 def test_encode_refuses_bad_records(records: list[Record], error: type[Exception]) -> None:

@@ -534,3 +534,13 @@ async def test_segment_files_are_named_by_base_offset(make_segment: SegmentFacto
     assert seg.offset_index_path.name == "00000000000000001734.index"
     assert seg.time_index_path.name == "00000000000000001734.timeindex"
     assert seg.txn_index_path.name == "00000000000000001734.txnindex"
+
+
+async def test_append_refuses_offsets_that_do_not_increase(make_segment: SegmentFactory) -> None:
+    seg = await make_segment(0)
+    with pytest.raises(ValueError, match="offsets must increase"):
+        await seg.append([batch(0, "a", "b"), batch(1, "c")])
+    await seg.append([batch(0, "a", "b")])
+    with pytest.raises(ValueError, match="cannot follow offset 1"):
+        await seg.append([batch(1, "c")])
+    assert seg.size == size_of(batch(0, "a", "b"))
