@@ -171,7 +171,7 @@ class Finding:
     def __str__(self) -> str:
         where = f"{self.path}" if self.position is None else f"{self.path} @{self.position}"
         at = "" if self.offset is None else f" (offset {self.offset})"
-        return f"{self.severity.value}: {where}{at}: {self.message}"
+        return f"{self.severity.value} [{self.check.value}] {where}{at}: {self.message}"
 
 
 # =============================================================================================
