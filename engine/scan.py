@@ -41,7 +41,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
 from engine.errors import CorruptionError, CorruptRecordError, SeglogError, StorageError
@@ -148,7 +148,7 @@ class PartitionPlan:
     partition: int
     ranges: list[SegmentRange]
     log_start_offset: int
-    log_end_offset: int
+    log_end_offset: int | None  # None when the read ends before the active segment (its tail is not walked)
 
 
 def append_trace(path: str) -> TraceHook:
@@ -330,8 +330,14 @@ def _corrupt(path: str, position: int, exc: SeglogError) -> CorruptRecordError:
     return CorruptRecordError(f"{path}: at position {position}: {exc}")
 
 
-def _walk_tail(segment: SegmentFile, start_position: int, trace: TraceHook | None) -> tuple[int, int]:
-    """``(next_offset, end_position)`` after the last complete, CRC-valid batch from ``start_position`` on.
+class _Tail(NamedTuple):
+    next_offset: int  # the log end offset (when the segment is the last)
+    end_position: int  # just after the last complete, CRC-valid batch
+    max_timestamp: int  # the largest max_timestamp of the batches walked (-1: none)
+
+
+def _walk_tail(segment: SegmentFile, start_position: int, trace: TraceHook | None) -> _Tail:
+    """Where the readable batches of ``segment`` end, walking from ``start_position``.
 
     ``start_position`` must be a batch start (the last offset index entry's).
     Stops at the first batch that is cut short, corrupt or zero-filled
@@ -340,7 +346,7 @@ def _walk_tail(segment: SegmentFile, start_position: int, trace: TraceHook | Non
     """
     size = segment.size_bytes
     log = _LogFile(segment.path, size)
-    next_offset, position = segment.base_offset, start_position
+    next_offset, position, largest = segment.base_offset, start_position, -1
     try:
         chunk = _TAIL_CHUNK
         while position < size:
@@ -350,6 +356,7 @@ def _walk_tail(segment: SegmentFile, start_position: int, trace: TraceHook | Non
             buf = got[0]
             result = scan_batches(buf, max_batch_bytes=size, next_offset=next_offset)
             next_offset = result.next_offset
+            largest = max(largest, *(h.max_timestamp for _, h in result.batches), -1)
             position += result.valid_end
             if result.stop is not ScanStop.INCOMPLETE or len(buf) == size - (position - result.valid_end):
                 if result.stop is not ScanStop.END:
@@ -362,7 +369,7 @@ def _walk_tail(segment: SegmentFile, start_position: int, trace: TraceHook | Non
         log.close()
         if trace is not None:
             trace({"event": "plan", "path": segment.path, "bytes_read": log.bytes_read})
-    return next_offset, position
+    return _Tail(next_offset, position, largest)
 
 
 def _segment_max_timestamp(segment: SegmentFile, indexes: _SegmentIndexes, trace: TraceHook | None) -> int:
@@ -405,7 +412,7 @@ def log_end_offset(
     if not segments:
         return 0
     last = segments[-1]
-    return _walk_tail(last, _read_indexes(last).position_for_offset(NO_END), trace)[0]
+    return _walk_tail(last, _read_indexes(last).position_for_offset(NO_END), trace).next_offset
 
 
 def plan_partition(
@@ -434,7 +441,7 @@ def plan_partition(
     if not segments:
         return PartitionPlan(topic, partition, [], 0, 0)
     log_start = max(log_start_offset, segments[0].base_offset)
-    last = segments[-1]
+    last_i = len(segments) - 1
     indexes: dict[int, _SegmentIndexes] = {}
 
     def idx(i: int) -> _SegmentIndexes:
@@ -442,30 +449,49 @@ def plan_partition(
             indexes[i] = _read_indexes(segments[i])
         return indexes[i]
 
-    last_i = len(segments) - 1
-    log_end, last_end_position = _walk_tail(last, idx(last_i).position_for_offset(NO_END), trace)
     start = max(bounds.start_offset, log_start)
-    end = min(bounds.end_offset, log_end)
-    empty = PartitionPlan(topic, partition, [], log_start, log_end)
-    if start >= end:
-        return empty
+    first = max(bisect.bisect_right(segments, start, key=lambda s: s.base_offset) - 1, 0)
+    stop = bisect.bisect_left(segments, bounds.end_offset, key=lambda s: s.base_offset) - 1  # last below the end
+    # The active segment is walked from its last index entry only when the read may reach it: its end
+    # (the log end offset) and, with the time index, its largest timestamp come from that walk.
+    tail: _Tail | None = None
+    if stop == last_i:
+        tail = _walk_tail(segments[last_i], idx(last_i).position_for_offset(NO_END), trace)
+    log_end = tail.next_offset if tail is not None else None
+    end = min(bounds.end_offset, log_end if log_end is not None else NO_END)
+    if start >= end or first > stop:
+        return PartitionPlan(topic, partition, [], log_start, log_end)
 
-    def reaches(i: int, timestamp: int) -> bool:
-        # The last segment's largest timestamp is unknown while an engine may append: it may reach anything.
-        return i == last_i or _segment_max_timestamp(segments[i], idx(i), trace) >= timestamp
+    def max_timestamp(i: int) -> int | None:
+        if i != last_i:
+            return _segment_max_timestamp(segments[i], idx(i), trace)
+        if tail is None:
+            return None  # not walked: unknown
+        # Up to its last offset-index entry the time index knows the maximum; the walk saw the rest.
+        if idx(i).positions and not idx(i).times:
+            return None
+        return max(tail.max_timestamp, idx(i).times[-1][0] if idx(i).times else -1)
 
-    first = bisect.bisect_right(segments, start, key=lambda s: s.base_offset) - 1
-    stop = bisect.bisect_left(segments, end, key=lambda s: s.base_offset) - 1  # last segment below `end`
+    def first_reaching(timestamp: int) -> int | None:
+        for i in range(len(segments)):
+            largest = max_timestamp(i)
+            if largest is None or largest >= timestamp:
+                return i
+        return None
+
     from_i = until_i = None
     if bounds.from_timestamp is not None:
-        from_i = next(i for i in range(len(segments)) if reaches(i, bounds.from_timestamp))
+        from_i = first_reaching(bounds.from_timestamp)
+        if from_i is None:
+            return PartitionPlan(topic, partition, [], log_start, log_end)  # no record reaches the bound
         if from_i < first:
             from_i = None  # the timestamp bound starts below the offset bound: the offsets decide
         else:
             first = from_i
     if bounds.until_timestamp is not None:
-        until_i = next(i for i in range(len(segments)) if reaches(i, bounds.until_timestamp))
-        stop = min(stop, until_i)
+        until_i = first_reaching(bounds.until_timestamp)
+        if until_i is not None:
+            stop = min(stop, until_i)
     ranges: list[SegmentRange] = []
     for i in range(first, stop + 1):
         segment = segments[i]
@@ -476,7 +502,7 @@ def plan_partition(
         if i == until_i:
             assert bounds.until_timestamp is not None
             position = min(position, idx(i).position_for_timestamp(bounds.until_timestamp))
-        end_position = last_end_position if segment.is_last else segment.size_bytes
+        end_position = tail.end_position if tail is not None and i == last_i else segment.size_bytes
         ranges.append(
             SegmentRange(
                 topic,
