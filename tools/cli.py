@@ -38,6 +38,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "replay",
     "record",
     "workload",
+    "pipeline",
 )
 
 __all__ = ["COMMAND_MODULES", "EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]

@@ -1,0 +1,47 @@
+"""seglog on Apache Spark: the ``seglog`` PySpark data source and the pipeline jobs.
+
+Owns: :func:`register` (registers the source with a session and turns on
+``spark.sql.python.filterPushdown.enabled``, without which pyspark 4.3.0 fails
+every query of a source that implements ``pushFilters``), :func:`read_seglog`
+(a fresh ``load()`` per call: pyspark 4.3.0 reuses a DataFrame's first plan,
+``research/spark.md`` pitfall 1), the source (:mod:`tools.spark.source`), the
+writer (:mod:`tools.spark.writer`), the session builder
+(:mod:`tools.spark.session`) and the ``seglog pipeline`` jobs
+(:mod:`tools.spark.jobs`). ``docs/SPARK.md`` is the user's guide.
+
+Spark's Python workers import this package, so it must be installed on every
+executor (``pip install 'seglog[spark]'``), not reached through ``sys.path``.
+
+Must not import: ``tools.cli``. Importing this package imports pyspark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.spark.source import SeglogDataSource
+
+__all__ = ["FORMAT", "SeglogDataSource", "read_seglog", "register"]
+
+FORMAT = "seglog"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: Any) -> None:
+    """Register the ``seglog`` format with ``spark`` and enable Python filter pushdown for the session."""
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    spark.dataSource.register(SeglogDataSource)
+
+
+def read_seglog(spark: Any, path: str, **options: Any) -> Any:
+    """``spark.read.format("seglog").options(**options).load(path)``, a new plan every call.
+
+    Call it once per query rather than reusing the DataFrame: pyspark 4.3.0
+    keeps the partitions planned by a DataFrame's first action, so a reused
+    DataFrame silently misses rows (after a pushed filter) or new segments.
+    """
+    register(spark)
+    reader = spark.read.format(FORMAT)
+    for key, value in options.items():
+        reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
+    return reader.load(path)
