@@ -368,10 +368,11 @@ def decode_batch(
         )
     except Exception as exc:  # msgpack raises ValueError, ExtraData, FormatError, StackError, UnicodeDecodeError...
         raise CorruptRecordError(f"batch at position {position}: body is not valid msgpack ({exc})") from exc
-    problem = _body_problem(body, header)
-    if problem is not None:
-        raise CorruptRecordError(f"batch at position {position}: {problem}")
-    offset_deltas, timestamp_deltas, keys, values, headers = zip(*body, strict=True)
+    columns = _body_columns(body, header)
+    if isinstance(columns, str):
+        raise CorruptRecordError(f"batch at position {position}: {columns}")
+    offset_deltas, timestamp_deltas, keys, values, headers = columns
+    count = len(offset_deltas)
     skip = 0
     if start_offset > header.base_offset:
         skip = bisect_left(offset_deltas, start_offset - header.base_offset)
@@ -382,41 +383,65 @@ def decode_batch(
         timestamps: object = repeat(header.max_timestamp)
     else:
         timestamps = map(add, timestamp_deltas, repeat(header.base_timestamp))
-    offsets = map(add, offset_deltas, repeat(header.base_offset))
+    if offset_deltas and offset_deltas[-1] == count - 1:
+        # Dense (what seglog writes): increasing ints from 0 to count-1 are exactly range(count).
+        offsets: object = range(header.base_offset + skip, header.base_offset + count)
+    else:
+        offsets = map(add, offset_deltas, repeat(header.base_offset))
     rows = zip(values, keys, timestamps, headers, offsets, strict=False)  # type: ignore[call-overload]
     return list(map(_new_record, rows))
 
 
-def _body_problem(body: object, header: BatchHeader) -> str | None:
-    # Column-wise checks with C-level iteration (set(map(type, ...))): ~30 ns per record instead of
-    # ~300 ns for a per-record Python loop. Headers are looked at one by one only when present.
+_Columns = tuple[
+    tuple[int, ...],  # offset deltas
+    tuple[int, ...],  # timestamp deltas
+    tuple["bytes | None", ...],  # keys
+    tuple["bytes | None", ...],  # values
+    tuple[tuple[tuple[str, bytes], ...], ...],  # headers
+]
+
+
+def _body_columns(body: object, header: BatchHeader) -> _Columns | str:
+    # The records transposed into five columns, or what is wrong with them. Checks run column-wise
+    # at C speed (set(map(type, ...)), all(map(lt, ...))): ~60 ns per record where a per-record
+    # Python loop costs ~300 ns. Headers are looked at one by one only when some record has any.
     count = header.record_count
     if type(body) is not tuple or len(body) != count:
         return f"body is not an array of {count} records"
-    if not _TUPLE_ONLY.issuperset(map(type, body)) or set(map(len, body)) != {5}:
+    try:
+        # strict: every row has the same length. Rows that are not arrays are caught here (ints) or
+        # by the column type checks below (bin or str rows transpose into bytes/str columns).
+        columns = tuple(zip(*body, strict=True))
+    except (TypeError, ValueError):
         return "a record is not a 5-element array"
-    offset_deltas, timestamp_deltas, keys, values, headers = zip(*body, strict=True)
-    if not _INT_ONLY.issuperset(map(type, offset_deltas)) or not _INT_ONLY.issuperset(map(type, timestamp_deltas)):
-        return "an offset or timestamp delta is not an integer"
+    if len(columns) != 5:
+        return "a record is not a 5-element array"
+    offset_deltas, timestamp_deltas, keys, values, headers = columns
+    if not _INT_ONLY.issuperset(map(type, offset_deltas)):
+        return "an offset delta is not an integer"
     if offset_deltas[0] < 0 or offset_deltas[-1] > header.last_offset_delta or not all(
         map(lt, offset_deltas, offset_deltas[1:])
     ):
         return f"offset deltas are not increasing within [0, {header.last_offset_delta}]"
     if not header.attributes & TIMESTAMP_TYPE_BIT and (
-        min(timestamp_deltas) < -header.base_timestamp
+        not _INT_ONLY.issuperset(map(type, timestamp_deltas))
+        or min(timestamp_deltas) < -header.base_timestamp
         or max(timestamp_deltas) != header.max_timestamp - header.base_timestamp
     ):
-        return f"record timestamps are below 0 or do not reach the header's max timestamp {header.max_timestamp}"
+        return (
+            "a timestamp delta is not an integer, or the record timestamps are below 0 or do not reach "
+            f"the header's max timestamp {header.max_timestamp}"
+        )
     if not _BIN_TYPES.issuperset(map(type, keys)) or not _BIN_TYPES.issuperset(map(type, values)):
         return "a key or value is neither bin nor nil"
-    if not _TUPLE_ONLY.issuperset(map(type, headers)):
-        return "record headers are not an array"
-    if any(headers):
+    if headers.count(()) != count:  # the common case, all empty, costs ~1 µs per 1000 records
         for record_headers in headers:
+            if type(record_headers) is not tuple:
+                return "record headers are not an array"
             for pair in record_headers:
                 if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not bytes:
                     return "a record header is not a [str, bin] pair"
-    return None
+    return columns  # checked above, column by column
 
 
 def decode_batches(
@@ -514,3 +539,26 @@ def scan_batches(
         next_offset = header.base_offset + header.last_offset_delta + 1
         position = batch_end
     return ScanResult(position, batches, ScanStop.END, "", next_offset)
+
+
+# --------------------------------------------------------------------------------------- rebase
+
+_BASE_OFFSET: Final = struct.Struct(">q")  # part of the format: the header's first field
+
+
+def rebase_batch(buf: bytearray, base_offset: int, position: int = 0) -> None:
+    """Give the batch at ``position`` of ``buf`` a new base offset, in place.
+
+    The CRC covers the bytes from the attributes on (Kafka's v2 design), not the
+    base offset, so a batch encoded once (at base offset 0, by a producer task)
+    is placed at any offset by rewriting 8 bytes: offsets are assigned under the
+    partition's write lock without re-encoding or re-checksumming anything.
+
+    Raises:
+        ValueError: ``base_offset`` is outside [0, 2**63-1] or the batch's last
+            offset would overflow int64.
+    """
+    last_offset_delta = struct.unpack_from(">i", buf, position + 23)[0]
+    if not 0 <= base_offset <= INT64_MAX - max(last_offset_delta, 0):
+        raise ValueError(f"base offset {base_offset} is outside [0, 2**63-1] for this batch")
+    _BASE_OFFSET.pack_into(buf, position, base_offset)

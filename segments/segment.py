@@ -71,6 +71,7 @@ _HEADER_WINDOW: Final = 8192
 # fresh-allocation page-fault regime measured in research/perf.md (> ~1-4 MiB buffers).
 _RECOVERY_CHUNK: Final = 4 * 1024 * 1024
 _BATCH_LENGTH = struct.Struct(">i")
+_EMPTY: Final = memoryview(b"")
 
 
 def filename_prefix(offset: int) -> str:
@@ -107,12 +108,14 @@ class LogOffsetMetadata(NamedTuple):
 class FetchData(NamedTuple):
     """The result of :meth:`LogSegment.read`: whole batches, starting with the one holding the offset.
 
-    ``first_entry_incomplete`` is true when the first batch did not fit in
-    ``max_bytes`` and ``min_one_message`` was off (then ``data`` is empty).
+    ``data`` is a read-only ``memoryview`` of the bytes read (no copy: a page-cache
+    read lands in a fresh buffer that nobody else holds); ``bytes(data)`` makes
+    a ``bytes`` copy. ``first_entry_incomplete`` is true when the first batch did
+    not fit in ``max_bytes`` and ``min_one_message`` was off (then ``data`` is empty).
     """
 
     offset_metadata: LogOffsetMetadata
-    data: bytes
+    data: memoryview
     first_entry_incomplete: bool = False
 
     def records(self, max_offset: int | None = None) -> list[Record]:
@@ -699,10 +702,9 @@ class LogSegment:
             adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
             fetch_size = min(limit - located.position, adjusted)
             if fetch_size < first_size:
-                return FetchData(metadata, b"", first_entry_incomplete=0 < adjusted < first_size)
+                return FetchData(metadata, _EMPTY, first_entry_incomplete=0 < adjusted < first_size)
             buf = pread(located.position, fetch_size)
-            data = buf[: _whole_batches_length(buf, first_size)]
-            return FetchData(metadata, data if type(data) is bytes else bytes(data))
+            return FetchData(metadata, memoryview(buf).toreadonly()[: _whole_batches_length(buf, first_size)])
 
         return await self._log.run_read(work)
 
