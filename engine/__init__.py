@@ -3,11 +3,48 @@
 Owns: ``Engine`` (a log directory), ``PartitionLog``, ``LogConfig``, ``Record``
 and the result types, the exception tree (``engine.errors``), recovery and
 checkpoints, retention, consumer-group offsets, and the read-only inspection
-module used by the tools.
+module used by the tools (``engine.inspect``).
 
 Must not import: ``tools``. Everything ``tools`` needs is exported here.
+
+    from engine import Engine, LogConfig, Record
+
+    async with Engine.open("data") as engine:
+        await engine.create_topic("orders", partitions=3)
+        log = engine.log("orders", 0)
+        res = await log.append([Record(b"v", key=b"k")])
+        got = await log.read(res.first_offset)
 """
 
 from engine import errors
+from engine.config import LogConfig
+from engine.engine import Engine, RecoveryProgress
+from engine.log import PartitionLog
+from engine.results import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendResult,
+    FetchResult,
+    OffsetAndTimestamp,
+    RecordMetadata,
+)
+from engine.runner import run
+from segments.records import Record
 
-__all__ = ["errors"]
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendResult",
+    "Engine",
+    "FetchResult",
+    "LogConfig",
+    "OffsetAndTimestamp",
+    "PartitionLog",
+    "Record",
+    "RecordMetadata",
+    "RecoveryProgress",
+    "errors",
+    "run",
+]

@@ -90,11 +90,15 @@ __all__ = [
     "dump_txn_index",
     "explain_offset",
     "explain_timestamp",
+    "group_offsets",
     "index_sanity_check",
     "is_log_dir",
     "list_segments",
     "max_batch_bytes_for",
+    "offset_for_timestamp",
+    "partition_info",
     "plan_recovery",
+    "read_records",
     "scan_segment",
     "segment_file_name",
     "verify",
@@ -898,30 +902,39 @@ def _read_checkpoint(log_dir: Path, name: str) -> tuple[dict[tuple[str, int], in
         return None, str(exc)
 
 
+def _trusted_index_position(seg: SegmentInfo, target: int | None, max_batch_bytes: int) -> tuple[int, int]:
+    """(position, base offset of the batch there) to start a scan for ``target`` (``None``: the last entry).
+
+    The offset index's floor entry is used only when a plausible batch holding
+    its offset starts at its position; otherwise (no index, a garbage index)
+    the scan starts at the segment's beginning. Never trusts the index blindly:
+    a wrong position would make a scan stop early and hide records.
+    """
+    if not seg.index_bytes:
+        return 0, seg.base_offset
+    try:
+        entries = dump_index(seg.sibling(INDEX_SUFFIX), base_offset=seg.base_offset).entries
+    except StorageError:
+        return 0, seg.base_offset
+    keys = [e[0] for e in entries]
+    slot = len(entries) - 1 if target is None else bisect_right(keys, target) - 1
+    if slot < 0:
+        return 0, seg.base_offset
+    offset, position = entries[slot]
+    try:
+        with open(seg.log_path, "rb") as f:
+            f.seek(position)
+            header = read_header(f.read(HEADER_SIZE))
+    except (OSError, CorruptRecordError):
+        return 0, seg.base_offset
+    if header_problem(header, max_batch_bytes) is None and header.base_offset <= offset <= header.last_offset:
+        return position, header.base_offset
+    return 0, seg.base_offset
+
+
 def _last_segment_next_offset(seg: SegmentInfo, max_batch_bytes: int) -> int:
     """The next offset after the last batch of ``seg``, scanning from its last offset-index entry."""
-    start, next_offset = 0, seg.base_offset
-    if seg.index_bytes:
-        try:
-            entries = dump_index(seg.sibling(INDEX_SUFFIX), base_offset=seg.base_offset).entries
-        except StorageError:
-            entries = []
-        if entries:
-            offset, position = entries[-1]
-            try:
-                with open(seg.log_path, "rb") as f:
-                    f.seek(position)
-                    head = f.read(HEADER_SIZE)
-                header = read_header(head)
-            except (OSError, CorruptRecordError):
-                header = None
-            # Trust the entry only if a plausible batch holding its offset starts there.
-            if (
-                header is not None
-                and header_problem(header, max_batch_bytes) is None
-                and header.base_offset <= offset <= header.last_offset
-            ):
-                start, next_offset = position, header.base_offset
+    start, next_offset = _trusted_index_position(seg, None, max_batch_bytes)
     scan = _LogScan(seg.log_path, max_batch_bytes=max_batch_bytes, next_offset=next_offset, start=start)
     for _ in scan:
         pass
@@ -1644,4 +1657,115 @@ def explain_timestamp(
         + ("no record" if out.result_offset is None
            else f"offset {out.result_offset} (timestamp {out.result_timestamp})")
     )
+    return out
+
+
+# =============================================================================================
+# Reading records and offsets without an Engine
+# =============================================================================================
+
+
+def partition_info(log_dir: str | os.PathLike[str], topic: str, partition: int) -> PartitionInfo:
+    """Describe one partition of a log directory (its segments, log start and end offsets).
+
+    Raises:
+        StorageError: the log directory is missing or unreadable.
+        UnknownTopicOrPartitionError: no such partition directory.
+    """
+    return _partition_view(Path(log_dir), topic, partition)[0]
+
+
+def read_records(
+    log_dir: str | os.PathLike[str],
+    topic: str,
+    partition: int,
+    start_offset: int,
+    *,
+    end_offset: int | None = None,
+) -> Iterator[Record]:
+    """Yield the records of a partition from ``start_offset`` (at least the log start) up to ``end_offset``.
+
+    Reads the files with ``pread`` (never mmap), so it is safe next to a live
+    engine that truncates or trims files; it stops at the log end offset found
+    when it starts (or ``end_offset``, exclusive), and at a torn tail.
+
+    Raises:
+        StorageError: the log directory is missing or unreadable.
+        UnknownTopicOrPartitionError: no such partition directory.
+        CorruptRecordError: a batch whose CRC matches has a body that does not decode.
+    """
+    info, meta = _partition_view(Path(log_dir), topic, partition)
+    start = max(start_offset, info.log_start_offset)
+    end = info.log_end_offset if end_offset is None else min(end_offset, info.log_end_offset)
+    if start >= end or not info.segments:
+        return
+    bases = [s.base_offset for s in info.segments]
+    for seg in info.segments[max(0, bisect_right(bases, start) - 1):]:
+        if seg.base_offset >= end:
+            return
+        position, next_offset = _trusted_index_position(seg, start, meta.max_batch_bytes)
+        scan = _LogScan(seg.log_path, max_batch_bytes=meta.max_batch_bytes, next_offset=next_offset, start=position)
+        for batch in scan:
+            if batch.header.last_offset < start:
+                continue
+            if batch.header.base_offset >= end:
+                return
+            for rec in batch.records(start_offset=start):
+                if rec.offset >= end:
+                    return
+                yield rec
+
+
+def offset_for_timestamp(
+    log_dir: str | os.PathLike[str], topic: str, partition: int, timestamp: int
+) -> TimestampOffset | None:
+    """What ``PartitionLog.offset_for_timestamp`` answers, computed from the files: ``(timestamp, offset)``.
+
+    ``timestamp`` is epoch ms (the earliest offset whose record timestamp is
+    ``>=`` it, ``None`` when there is none) or one of Kafka's sentinels:
+    ``-2`` earliest (the log start offset), ``-1`` latest (the log end offset),
+    both with timestamp -1; ``-3`` the first record with the largest timestamp.
+
+    Raises:
+        StorageError: the log directory is missing or unreadable.
+        UnknownTopicOrPartitionError: no such partition directory.
+    """
+    if timestamp in (-1, -2):
+        info = partition_info(log_dir, topic, partition)
+        return TimestampOffset(NO_TIMESTAMP, info.log_end_offset if timestamp == -1 else info.log_start_offset)
+    if timestamp == -3:
+        info, meta = _partition_view(Path(log_dir), topic, partition)
+        largest = max((_largest_timestamp(s, meta) for s in info.segments), default=NO_TIMESTAMP)
+        if largest < 0:
+            return None
+        timestamp = largest
+    elif timestamp < 0:
+        raise ValueError(f"timestamp {timestamp} is negative and not one of Kafka's sentinels -1, -2, -3")
+    ex = explain_timestamp(log_dir, topic, partition, timestamp)
+    if ex.result_offset is None or ex.result_timestamp is None:
+        return None
+    return TimestampOffset(ex.result_timestamp, ex.result_offset)
+
+
+def group_offsets(log_dir: str | os.PathLike[str]) -> dict[str, dict[tuple[str, int], int]]:
+    """Every consumer group's committed offsets, read from ``consumer-offsets/`` (unreadable files skipped).
+
+    Raises:
+        StorageError: the log directory is missing or unreadable.
+    """
+    root = Path(log_dir)
+    if not root.is_dir():
+        raise StorageError(f"{root}: no such log directory")
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    gdir = root / GROUPS_DIR
+    if not gdir.is_dir():
+        return out
+    for name in _list_dir(gdir):
+        if group_from_file_name(name) is None:
+            continue
+        try:
+            group, offsets = decode_group_file((gdir / name).read_bytes())
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        out[group] = offsets
     return out

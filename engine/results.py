@@ -20,6 +20,7 @@ __all__ = [
     "AppendResult",
     "FetchResult",
     "OffsetAndTimestamp",
+    "RecordMetadata",
 ]
 
 # Kafka's ListOffsets sentinels (ListOffsetsRequest.EARLIEST_TIMESTAMP etc.).
@@ -68,5 +69,14 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp is -1, as in Kafka's ListOffsets response.
     """
 
+    offset: int
+    timestamp: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where ``Engine.produce`` put a record (Kafka's producer ``RecordMetadata``)."""
+
+    topic: str
+    partition: int
     offset: int
     timestamp: int

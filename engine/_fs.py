@@ -1,0 +1,267 @@
+"""The engine's compound file-system operations, each one executor hop.
+
+Built on ``segments.fileio`` (the only module that talks to aiofiles): the
+log-directory scan at open, the directory lock, and tree removal of deleted
+partitions. ``OSError`` is translated into ``StorageError`` here.
+
+Must not import: ``tools``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from engine.errors import LogDirLockedError, StorageError
+from engine.names import parse_partition_dir
+from segments.fileio import atomic_write, fsync_dir, in_thread, make_dirs, remove
+
+__all__ = [
+    "DirLock",
+    "LogDirListing",
+    "atomic_write",
+    "fsync_dir",
+    "make_dir",
+    "remove_file",
+    "remove_tree",
+    "rename_if_exists",
+    "scan_log_dir",
+]
+
+CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"
+TOPIC_FILE: Final = "topic.json"
+MAX_SMALL_FILE_BYTES: Final = 64 << 20  # a checkpoint of ~1M partitions; anything larger is not ours
+
+
+@dataclass(slots=True)
+class LogDirListing:
+    """What a log directory holds, read in one hop."""
+
+    clean_shutdown: bool = False
+    empty: bool = True
+    files: dict[str, bytes] = field(default_factory=dict)
+    partition_dirs: dict[tuple[str, int], bytes | None] = field(default_factory=dict)
+    deleted_dirs: list[str] = field(default_factory=list)
+
+
+def _read_small(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_SMALL_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    if len(data) > MAX_SMALL_FILE_BYTES:
+        raise StorageError(f"{path}: larger than {MAX_SMALL_FILE_BYTES} bytes; not a seglog file")
+    return data
+
+
+def _scan(path: Path, create: bool) -> LogDirListing:
+    try:
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        elif not path.is_dir():
+            raise StorageError(f"{path}: no such log directory")
+        listing = LogDirListing()
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = entry.name
+                if name == CLEAN_SHUTDOWN_FILE:
+                    listing.clean_shutdown = True
+                elif name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+                    data = _read_small(path / name)
+                    if data is not None:
+                        listing.files[name] = data
+                        listing.empty = False
+                elif entry.is_dir(follow_symlinks=False):
+                    parsed = parse_partition_dir(name)
+                    if parsed is not None:
+                        listing.partition_dirs[parsed] = _read_small(path / name / TOPIC_FILE)
+                        listing.empty = False
+                    elif name.endswith("-delete") and "." in name:
+                        listing.deleted_dirs.append(name)
+        return listing
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc
+
+
+async def scan_log_dir(path: Path, *, create: bool) -> LogDirListing:
+    """List the log directory: clean-shutdown marker, checkpoints, partition dirs and their topic.json.
+
+    Raises:
+        StorageError: the directory is missing (``create=False``) or unreadable.
+    """
+    return await in_thread(_scan, path, create)
+
+
+class DirLock:
+    """An exclusive ``fcntl.flock`` on ``<log_dir>/.lock``, held while an Engine is open.
+
+    ``flock`` locks belong to an open file description, so a second Engine in
+    the same process conflicts just like one in another process; the kernel
+    drops the lock when the process dies (kill -9 included), so a crash never
+    leaves a stale lock. The holder's pid is written into the file for the
+    error message of the next would-be holder.
+    """
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    async def acquire(cls, path: Path) -> DirLock:
+        """Take the lock or fail at once.
+
+        Raises:
+            LogDirLockedError: another engine holds it.
+            StorageError: the lock file cannot be created.
+        """
+        return cls(path, await in_thread(_lock, path))
+
+    async def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            await in_thread(_unlock, fd)
+
+
+def _lock(path: Path) -> int:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise StorageError(f"{path.parent}: cannot create the log directory or its lock file: {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = ""
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(os.pread(fd, 32, 0).decode("ascii").strip() or "0")
+            holder = f" (pid {pid}{', this process' if pid == os.getpid() else ''})"
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise LogDirLockedError(
+                f"{path.parent}: another seglog Engine holds this log directory{holder}; "
+                "close it first, or open with read_only=True to inspect"
+            ) from exc
+        raise StorageError(f"{path}: cannot lock: {exc}") from exc
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    except OSError:
+        pass  # the pid is only for the message; the lock is what matters
+    return fd
+
+
+def _unlock(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+async def make_dir(path: Path) -> None:
+    """Create ``path`` (and parents), durably."""
+    await make_dirs(path)
+
+
+async def remove_file(path: Path, *, sync_dir: bool = False) -> bool:
+    """Remove a file if present; optionally fsync its directory."""
+    existed = await remove(path)
+    if existed and sync_dir:
+        await fsync_dir(path.parent)
+    return existed
+
+
+def _rename_if_exists(source: Path, target: Path) -> bool:
+    try:
+        os.rename(source, target)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StorageError(f"{source}: cannot rename to {target}: {exc}") from exc
+    return True
+
+
+async def rename_if_exists(source: Path, target: Path) -> bool:
+    """Rename a directory or file; ``False`` when ``source`` does not exist."""
+    return await in_thread(_rename_if_exists, source, target)
+
+
+def _remove_tree(path: Path) -> None:
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot remove: {exc}") from exc
+
+
+async def remove_tree(path: Path) -> None:
+    """Remove a directory tree (a deleted partition)."""
+    await in_thread(_remove_tree, path)
+
+
+# Suffixes of files left behind by interrupted work, removed when a partition is loaded (Kafka's
+# LogLoader does the same for .deleted, .cleaned and .swap; .tmp is seglog's atomic-write temp).
+_STRAY_SUFFIXES: Final = (".deleted", ".cleaned", ".swap", ".tmp")
+_LOG_SUFFIX: Final = ".log"
+_INDEX_SUFFIXES: Final = (".index", ".timeindex", ".txnindex")
+
+
+def _base_offset_of(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    if len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def _scan_partition(directory: Path, cleanup: bool) -> list[tuple[int, bool]]:
+    try:
+        names = os.listdir(directory)
+    except OSError as exc:
+        raise StorageError(f"{directory}: cannot list the partition directory: {exc}") from exc
+    logs: set[int] = set()
+    indexes: dict[int, set[str]] = {}
+    stray: list[str] = []
+    for name in names:
+        if name.endswith(_STRAY_SUFFIXES):
+            stray.append(name)
+            continue
+        base = _base_offset_of(name)
+        if base is None:
+            continue
+        suffix = name[20:]
+        if suffix == _LOG_SUFFIX:
+            logs.add(base)
+        elif suffix in _INDEX_SUFFIXES:
+            indexes.setdefault(base, set()).add(suffix)
+    if cleanup:
+        orphans = [f"{base:020d}{suffix}" for base, suffixes in indexes.items() if base not in logs
+                   for suffix in suffixes]
+        for name in stray + orphans:
+            try:
+                os.unlink(directory / name)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StorageError(f"{directory / name}: cannot remove a leftover file: {exc}") from exc
+    return [(base, {".index", ".timeindex"} <= indexes.get(base, set())) for base in sorted(logs)]
+
+
+async def scan_partition_dir(directory: Path, *, cleanup: bool) -> list[tuple[int, bool]]:
+    """The segments of a partition directory: (base offset, both index files exist), sorted.
+
+    With ``cleanup``, leftovers of interrupted work (``.deleted``, ``.cleaned``,
+    ``.swap``, ``.tmp``) and index files without a ``.log`` are removed first.
+
+    Raises:
+        StorageError: the directory cannot be listed or a leftover cannot be removed.
+    """
+    return await in_thread(_scan_partition, directory, cleanup)

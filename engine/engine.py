@@ -1,0 +1,866 @@
+"""``Engine``: one log directory — its lock, topics, partitions, checkpoints and background work.
+
+Owns: opening a log directory (lock, clean-shutdown marker, checkpoints,
+loading and recovering every partition), topic creation and deletion with
+per-topic config overrides, consumer-group offsets, the background tasks
+(retention, ``flush.ms``, checkpoints, delayed file deletion) and closing.
+
+Files (see docs/FORMAT.md and docs/OPERATIONS.md)::
+
+    <log_dir>/.lock                              fcntl.flock, held while open
+    <log_dir>/.clean-shutdown                    written on clean close, removed on open
+    <log_dir>/recovery-point-offset-checkpoint   Kafka's checkpoint format
+    <log_dir>/log-start-offset-checkpoint
+    <log_dir>/consumer-offsets/<group>.json      committed offsets, one file per group
+    <log_dir>/<topic>-<partition>/topic.json     the topic's partition count and config overrides
+    <log_dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex|.txnindex
+
+Concurrency contract: an ``Engine`` belongs to the event loop it was opened
+on; every method must be called from that loop. Blocking file work runs in the
+default executor (one hop per logical operation).
+
+Must not import: ``tools``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Self
+
+from engine import _fs
+from engine.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    format_checkpoint,
+    parse_checkpoint,
+)
+from engine.config import LogConfig
+from engine.errors import (
+    ClosedError,
+    CorruptionError,
+    InvalidConfigError,
+    InvalidRecordError,
+    SeglogError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from engine.groups import GroupOffsets, validate_group
+from engine.log import PartitionLog
+from engine.names import partition_dir_name, validate_partition, validate_topic
+from engine.partitioner import KeyPartitioner
+from engine.results import AppendResult, RecordMetadata
+from segments.records import Record
+from segments.segment import LogSegment, LogSegments
+
+__all__ = ["Engine", "RecoveryProgress"]
+
+log = logging.getLogger("seglog")
+
+CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"
+LOCK_FILE: Final = ".lock"
+TOPIC_FILE: Final = "topic.json"
+TOPIC_FILE_VERSION: Final = 1  # part of the on-disk format
+DELETE_DIR_SUFFIX: Final = "-delete"  # Kafka's "<topic>-<p>.<uuid>-delete" for deleted partitions
+DELETED_SUFFIX: Final = ".deleted"
+
+# Kafka's broker defaults for the background work (log.retention.check.interval.ms,
+# log.flush.offset.checkpoint.interval.ms). flush.ms is checked once a second
+# when any topic sets it (Kafka's log.flush.scheduler.interval.ms is "never").
+DEFAULT_RETENTION_CHECK_INTERVAL_MS: Final = 300_000
+DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 60_000
+DEFAULT_FLUSH_CHECK_INTERVAL_MS: Final = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryProgress:
+    """Progress of opening a log directory, reported to ``Engine.open(on_progress=...)``."""
+
+    topic: str
+    partition: int
+    partitions_done: int
+    partitions_total: int
+    segments_recovered: int
+    bytes_recovered: int
+    bytes_truncated: int
+
+
+@dataclass(slots=True)
+class _Topic:
+    name: str
+    partitions: int
+    overrides: dict[str, Any]
+    config: LogConfig
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Opening:
+    """What ``Engine.open`` returns: await it, or use it as ``async with``."""
+
+    __slots__ = ("_args", "_engine")
+
+    def __init__(self, args: dict[str, Any]) -> None:
+        self._args = args
+        self._engine: Engine | None = None
+
+    def __await__(self) -> Generator[Any, None, Engine]:
+        return Engine._open(**self._args).__await__()
+
+    async def __aenter__(self) -> Engine:
+        self._engine = await Engine._open(**self._args)
+        return self._engine
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._engine is not None:
+            await self._engine.close()
+
+
+class Engine:
+    """A seglog log directory: topics of partitions of segments.
+
+    Open one per directory with ``await Engine.open(path)`` or
+    ``async with Engine.open(path) as engine``; a second engine on the same
+    directory, in this or another process, gets ``LogDirLockedError``.
+    ``read_only=True`` takes no lock, writes nothing and runs no recovery
+    (for inspection tools; it reads what is on disk, torn tails included,
+    stopping at the first invalid batch).
+    """
+
+    def __init__(self, path: Path, config: LogConfig, *, read_only: bool) -> None:
+        # Use Engine.open(); the constructor only sets fields.
+        self.path = path
+        self.config = config
+        self.read_only = read_only
+        self._topics: dict[str, _Topic] = {}
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._lock_handle: _fs.DirLock | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._partitioner = KeyPartitioner()
+        self._groups = GroupOffsets(path / "consumer-offsets", read_only=read_only)
+        self._closed = False
+        self._closing: asyncio.Future[None] | None = None
+        self._admin_lock = asyncio.Lock()
+        self._checkpoint_lock = asyncio.Lock()
+        self._doomed: set[LogSegment] = set()  # renamed .deleted, waiting for file.delete.delay.ms
+        self.retention_check_interval_ms = DEFAULT_RETENTION_CHECK_INTERVAL_MS
+        self.checkpoint_interval_ms = DEFAULT_CHECKPOINT_INTERVAL_MS
+        self.flush_check_interval_ms = DEFAULT_FLUSH_CHECK_INTERVAL_MS
+        self.had_clean_shutdown = True
+
+    # -- opening -------------------------------------------------------------------------
+
+    @staticmethod
+    def open(
+        path: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        read_only: bool = False,
+        on_progress: Callable[[RecoveryProgress], None] | None = None,
+        force_recovery: bool = False,
+        retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
+        flush_check_interval_ms: int = DEFAULT_FLUSH_CHECK_INTERVAL_MS,
+    ) -> _Opening:
+        """Open (creating if needed) the log directory at ``path``.
+
+        ``config`` is the default ``LogConfig`` for topics created without
+        overrides (and the base that overrides apply to). After an unclean
+        stop, every partition is recovered from its recovery point:
+        ``on_progress`` is called after each partition. ``force_recovery``
+        recovers every segment after the recovery point even after a clean
+        shutdown (what ``seglog recover`` does).
+
+        Raises:
+            LogDirLockedError: another engine holds the directory.
+            InvalidConfigError: ``config`` is not a ``LogConfig``, or an
+                interval is not positive.
+            StorageError: the directory cannot be created or read.
+        """
+        if config is None:
+            config = LogConfig()
+        if not isinstance(config, LogConfig):
+            raise InvalidConfigError(f"config must be a LogConfig, got {type(config).__name__}")
+        for name, value in (
+            ("retention_check_interval_ms", retention_check_interval_ms),
+            ("checkpoint_interval_ms", checkpoint_interval_ms),
+            ("flush_check_interval_ms", flush_check_interval_ms),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidConfigError(f"{name} must be a positive int (milliseconds), got {value!r}")
+        return _Opening(
+            {
+                "path": Path(os.path.abspath(path)),
+                "config": config,
+                "read_only": read_only,
+                "on_progress": on_progress,
+                "force_recovery": force_recovery,
+                "intervals": (retention_check_interval_ms, checkpoint_interval_ms, flush_check_interval_ms),
+            }
+        )
+
+    @classmethod
+    async def _open(
+        cls,
+        *,
+        path: Path,
+        config: LogConfig,
+        read_only: bool,
+        on_progress: Callable[[RecoveryProgress], None] | None,
+        force_recovery: bool,
+        intervals: tuple[int, int, int],
+    ) -> Engine:
+        engine = cls(path, config, read_only=read_only)
+        (engine.retention_check_interval_ms, engine.checkpoint_interval_ms,
+         engine.flush_check_interval_ms) = intervals
+        try:
+            await engine._load(on_progress, force_recovery=force_recovery)
+        except BaseException:
+            await engine._abort_open()
+            raise
+        if not read_only:
+            engine._start_background()
+        return engine
+
+    async def _load(self, on_progress: Callable[[RecoveryProgress], None] | None, *, force_recovery: bool) -> None:
+        if self.read_only:
+            listing = await _fs.scan_log_dir(self.path, create=False)
+        else:
+            self._lock_handle = await _fs.DirLock.acquire(self.path / LOCK_FILE)
+            listing = await _fs.scan_log_dir(self.path, create=True)
+        self.had_clean_shutdown = listing.clean_shutdown or listing.empty
+        recover = force_recovery or not self.had_clean_shutdown
+        recovery_points = self._parse_checkpoint(RECOVERY_POINT_CHECKPOINT, listing)
+        start_offsets = self._parse_checkpoint(LOG_START_OFFSET_CHECKPOINT, listing)
+        if not self.read_only:
+            for stale in listing.deleted_dirs:
+                self._spawn(_fs.remove_tree(self.path / stale), name="seglog-remove-deleted-topic")
+        partitions = sorted(listing.partition_dirs.items())
+        done = 0
+        for (topic, partition), meta_bytes in partitions:
+            meta = self._parse_topic_file(topic, partition, meta_bytes)
+            if meta is None:
+                continue
+            topic_state = self._topics.get(topic)
+            if topic_state is None:
+                topic_state = self._topics[topic] = meta
+            plog, report = await self._load_partition(
+                topic_state,
+                partition,
+                recovery_point=recovery_points.get((topic, partition), 0) if recover else None,
+                log_start_offset=start_offsets.get((topic, partition), 0),
+            )
+            self._logs[(topic, partition)] = plog
+            done += 1
+            if on_progress is not None:
+                on_progress(
+                    RecoveryProgress(topic, partition, done, len(partitions), report[0], report[1], report[2])
+                )
+        # A topic whose creation was cut short by a crash gets its missing partitions now.
+        if not self.read_only:
+            for topic_state in self._topics.values():
+                for partition in range(topic_state.partitions):
+                    if (topic_state.name, partition) not in self._logs:
+                        await self._create_partition(topic_state, partition)
+            await self._groups.load()
+            await _fs.remove_file(self.path / CLEAN_SHUTDOWN_FILE, sync_dir=True)
+            if recover:
+                await self._write_checkpoints()
+        else:
+            await self._groups.load()
+
+    def _parse_checkpoint(self, name: str, listing: _fs.LogDirListing) -> dict[tuple[str, int], int]:
+        data = listing.files.get(name)
+        if data is None:
+            return {}
+        try:
+            return parse_checkpoint(data, name=name)
+        except CorruptionError as exc:
+            # The safe fallback: recover every segment, keep every record.
+            log.warning("%s: %s; ignoring it (recovering from offset 0)", self.path / name, exc)
+            return {}
+
+    def _parse_topic_file(self, topic: str, partition: int, data: bytes | None) -> _Topic | None:
+        where = self.path / partition_dir_name(topic, partition) / TOPIC_FILE
+        overrides: dict[str, Any] = {}
+        partitions = partition + 1
+        if data is not None:
+            try:
+                meta = json.loads(data)
+                if not isinstance(meta, dict) or meta.get("topic") != topic:
+                    raise ValueError("not a topic.json of this topic")
+                partitions = int(meta.get("partitions", partitions))
+                overrides = dict(meta.get("config", {}))
+            except (ValueError, TypeError) as exc:
+                log.warning("%s: unreadable (%s); using the engine's default config", where, exc)
+        try:
+            config = LogConfig.from_properties(overrides, base=self.config)
+        except InvalidConfigError as exc:
+            log.warning("%s: %s; using the engine's default config", where, exc)
+            overrides, config = {}, self.config
+        existing = self._topics.get(topic)
+        if existing is not None:
+            existing.partitions = max(existing.partitions, partitions, partition + 1)
+            return existing
+        return _Topic(topic, max(partitions, partition + 1), overrides, config)
+
+    async def _load_partition(
+        self, topic: _Topic, partition: int, *, recovery_point: int | None, log_start_offset: int
+    ) -> tuple[PartitionLog, tuple[int, int, int]]:
+        """Open one partition's segments; recover those from ``recovery_point`` on (None: clean stop).
+
+        Kafka's LogLoader rules: leftovers of interrupted deletions and
+        atomic writes are removed; a segment missing an index file is
+        recovered (its indexes rebuilt from the ``.log``) even after a clean
+        shutdown; after an unclean one, every segment from the one holding the
+        recovery point on is recovered, and when one of them had to be
+        truncated, the segments after it are deleted (their offsets would no
+        longer follow on).
+        """
+        directory = self.path / partition_dir_name(topic.name, partition)
+        config = topic.config
+        now_ms = _now_ms()
+        found = await _fs.scan_partition_dir(directory, cleanup=not self.read_only)
+        segments: LogSegments[LogSegment] = LogSegments()
+        missing_index: list[int] = []
+        try:
+            for base, has_indexes in found:
+                segments.add(
+                    await LogSegment.open(
+                        directory,
+                        base,
+                        max_index_size=config.segment_index_bytes,
+                        index_interval_bytes=config.index_interval_bytes,
+                        roll_jitter_ms=config.random_segment_jitter(),
+                        now_ms=now_ms,
+                        file_already_exists=True,
+                        writable=not self.read_only,
+                    )
+                )
+                if not has_indexes:
+                    missing_index.append(base)
+            recovered = recovered_bytes = truncated_total = 0
+            if not self.read_only:
+                max_batch = max(config.max_message_bytes, config.segment_bytes)
+                to_recover: list[LogSegment] = []
+                if recovery_point is not None:
+                    floor = segments.floor_segment(recovery_point)
+                    first = floor.base_offset if floor is not None else 0
+                    to_recover = [s for s in segments.values() if s.base_offset >= first]
+                unclean = {s.base_offset for s in to_recover}
+                to_recover += [s for s in segments.values() if s.base_offset in missing_index
+                               and s.base_offset not in unclean]
+                to_recover.sort(key=lambda s: s.base_offset)
+                for segment in to_recover:
+                    if segment.base_offset not in segments:
+                        continue  # deleted below, after an earlier truncation
+                    size = segment.size
+                    cut = await segment.recover(max_batch)
+                    recovered += 1
+                    recovered_bytes += size
+                    truncated_total += cut
+                    if cut and segment.base_offset in unclean:
+                        log.warning(
+                            "%s: truncated %d byte(s) of a torn or corrupt tail in segment %d",
+                            directory, cut, segment.base_offset,
+                        )
+                        for later in segments.higher_segments(segment.base_offset):
+                            segments.remove(later.base_offset)
+                            log.warning("%s: deleting segment %d after the truncation", directory,
+                                        later.base_offset)
+                            await later.delete()
+            if segments.is_empty:
+                if self.read_only:
+                    raise UnknownTopicOrPartitionError(f"{directory}: holds no segment")
+                segments.add(await self._new_segment(directory, config, max(log_start_offset, 0), now_ms))
+            active = segments.active_segment
+            first_segment = segments.first_segment
+            assert active is not None and first_segment is not None
+            log_end_offset = await active.read_next_offset()
+        except BaseException:
+            for segment in segments.values():
+                with contextlib.suppress(Exception):
+                    await segment.close()
+            raise
+        start = min(max(log_start_offset, first_segment.base_offset), log_end_offset)
+        plog = PartitionLog(
+            self,
+            topic.name,
+            partition,
+            directory,
+            config,
+            segments,
+            log_start_offset=start,
+            log_end_offset=log_end_offset,
+            recovery_point=log_end_offset,
+            read_only=self.read_only,
+        )
+        if recovered:
+            # Recovered bytes may still be only in the page cache; make them durable before the
+            # recovery point (and so the checkpoint) moves past them.
+            await plog.flush()
+        return plog, (recovered, recovered_bytes, truncated_total)
+
+    async def _new_segment(self, directory: Path, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
+        segment = await LogSegment.open(
+            directory,
+            base_offset,
+            max_index_size=config.segment_index_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+            roll_jitter_ms=config.random_segment_jitter(),
+            now_ms=now_ms,
+            preallocate_bytes=config.initial_segment_size,
+        )
+        # The new file's directory entry must survive power loss as well as its bytes.
+        await _fs.fsync_dir(directory)
+        return segment
+
+    async def _open_segment(self, plog: PartitionLog, base_offset: int, *, now_ms: int) -> LogSegment:
+        return await self._new_segment(plog.directory, plog.config, base_offset, now_ms)
+
+    async def _abort_open(self) -> None:
+        for plog in self._logs.values():
+            with contextlib.suppress(Exception):
+                await plog.close()
+        self._logs.clear()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._lock_handle is not None:
+            await self._lock_handle.release()
+            self._lock_handle = None
+        self._closed = True
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        """The names of the topics in this log directory, sorted."""
+        self._check_open()
+        return sorted(self._topics)
+
+    def partitions_for(self, topic: str) -> int:
+        """How many partitions ``topic`` has.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+        """
+        return self._topic(topic).partitions
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The effective ``LogConfig`` of ``topic`` (engine default plus its overrides)."""
+        return self._topic(topic).config
+
+    def topic_overrides(self, topic: str) -> dict[str, Any]:
+        """The config keys ``topic`` overrides, in Kafka's dotted form."""
+        return dict(self._topic(topic).overrides)
+
+    async def create_topic(
+        self, topic: str, partitions: int = 1, config: LogConfig | Mapping[str, Any] | None = None
+    ) -> None:
+        """Create ``topic`` with ``partitions`` partitions.
+
+        ``config`` is a full ``LogConfig`` for this topic, or a mapping of
+        overrides (Kafka's dotted keys or snake_case field names) applied to the
+        engine's default config. The overrides are stored in each partition's
+        ``topic.json``.
+
+        Raises:
+            InvalidTopicError: an illegal topic name or partition count.
+            TopicExistsError: the topic exists already.
+            InvalidConfigError: a config key or value is invalid.
+        """
+        self._check_writable()
+        validate_topic(topic)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidConfigError(f"partitions must be a positive int, got {partitions!r}")
+        validate_partition(partitions - 1)
+        effective, overrides = self._resolve_config(config)
+        async with self._admin_lock:
+            self._check_writable()
+            if topic in self._topics:
+                raise TopicExistsError(
+                    f"topic {topic!r} already exists with {self._topics[topic].partitions} partition(s)"
+                )
+            state = _Topic(topic, partitions, overrides, effective)
+            self._topics[topic] = state
+            try:
+                for partition in range(partitions):
+                    await self._create_partition(state, partition)
+            except BaseException:
+                await self._drop_topic(topic)
+                raise
+        log.info("created topic %s with %d partition(s)", topic, partitions)
+
+    def _resolve_config(self, config: LogConfig | Mapping[str, Any] | None) -> tuple[LogConfig, dict[str, Any]]:
+        if config is None:
+            return self.config, {}
+        if isinstance(config, LogConfig):
+            effective = config
+        elif isinstance(config, Mapping):
+            props = {str(k).replace("_", "."): v for k, v in config.items()}
+            effective = LogConfig.from_properties(props, base=self.config)
+        else:
+            raise InvalidConfigError(
+                f"config must be a LogConfig or a mapping of overrides, got {type(config).__name__}"
+            )
+        base_props = self.config.to_properties()
+        overrides = {k: v for k, v in effective.to_properties().items() if base_props[k] != v}
+        return effective, overrides
+
+    async def _create_partition(self, topic: _Topic, partition: int) -> None:
+        directory = self.path / partition_dir_name(topic.name, partition)
+        meta = {
+            "version": TOPIC_FILE_VERSION,
+            "topic": topic.name,
+            "partition": partition,
+            "partitions": topic.partitions,
+            "config": topic.overrides,
+        }
+        await _fs.make_dir(directory)
+        await _fs.atomic_write(directory / TOPIC_FILE, json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n")
+        now_ms = _now_ms()
+        segments: LogSegments[LogSegment] = LogSegments()
+        segments.add(await self._new_segment(directory, topic.config, 0, now_ms))
+        await _fs.fsync_dir(self.path)
+        self._logs[(topic.name, partition)] = PartitionLog(
+            self, topic.name, partition, directory, topic.config, segments,
+            log_start_offset=0, log_end_offset=0, recovery_point=0, read_only=False,
+        )
+
+    async def delete_topic(self, topic: str) -> None:
+        """Delete ``topic``: its partitions close at once and their files are removed in the background.
+
+        Subscribers of its partitions stop; committed group offsets of the topic
+        are dropped (as Kafka does).
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+        """
+        self._check_writable()
+        validate_topic(topic)
+        async with self._admin_lock:
+            self._topic(topic)
+            await self._drop_topic(topic)
+            await self._groups.forget_topic(topic)
+            await self._write_checkpoints()
+        log.info("deleted topic %s", topic)
+
+    async def _drop_topic(self, topic: str) -> None:
+        state = self._topics.pop(topic, None)
+        if state is None:
+            return
+        for partition in range(state.partitions):
+            plog = self._logs.pop((topic, partition), None)
+            if plog is not None:
+                plog._mark_deleted()
+                await plog.close()
+            source = self.path / partition_dir_name(topic, partition)
+            target = self.path / f"{source.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            if await _fs.rename_if_exists(source, target):
+                self._spawn(_fs.remove_tree(target), name=f"seglog-remove-{target.name}")
+        await _fs.fsync_dir(self.path)
+
+    def log(self, topic: str, partition: int = 0) -> PartitionLog:
+        """The ``PartitionLog`` of ``topic``'s partition ``partition``.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic or partition.
+        """
+        self._check_open()
+        plog = self._logs.get((topic, partition))
+        if plog is None:
+            if topic in self._topics:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has {self._topics[topic].partitions} partition(s); there is no partition "
+                    f"{partition!r}"
+                )
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}; create it with create_topic()")
+        return plog
+
+    def logs(self) -> list[PartitionLog]:
+        """Every partition log, sorted by topic and partition."""
+        self._check_open()
+        return [self._logs[key] for key in sorted(self._logs)]
+
+    def _topic(self, topic: str) -> _Topic:
+        self._check_open()
+        state = self._topics.get(topic)
+        if state is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}; create it with create_topic()")
+        return state
+
+    # -- producing convenience -----------------------------------------------------------------
+
+    async def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> RecordMetadata:
+        """Append one record to ``topic``, choosing the partition like Kafka's default partitioner.
+
+        With a key, the partition is ``murmur2(key) % partitions`` (the same as a
+        Kafka producer's); without one, partitions take turns. Concurrent
+        ``produce`` calls to one partition are written together (group commit).
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic or partition.
+            InvalidRecordError, RecordTooLargeError, StorageError: as ``PartitionLog.append``.
+        """
+        state = self._topic(topic)
+        if partition is None:
+            if key is not None and not isinstance(key, bytes):
+                raise InvalidRecordError(f"key must be bytes or None, got {type(key).__name__}")
+            partition = self._partitioner.partition(key, state.partitions)
+        result: AppendResult = await self.log(topic, partition).append(
+            [Record(value, key, timestamp, tuple(headers))]
+        )
+        return RecordMetadata(topic, partition, result.first_offset, result.max_timestamp)
+
+    # -- consumer groups -------------------------------------------------------------------------
+
+    async def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Durably record ``offset`` as ``group``'s position in ``topic``/``partition``.
+
+        The offset is the next record the group will read (Kafka's convention).
+        It is fsynced before this returns.
+
+        Raises:
+            InvalidRecordError: an empty group id or a negative offset.
+            UnknownTopicOrPartitionError: no such topic or partition.
+        """
+        self._check_writable()
+        validate_group(group)
+        self.log(topic, partition)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidRecordError(f"committed offset must be a non-negative int, got {offset!r}")
+        await self._groups.commit(group, {(topic, partition): offset})
+
+    async def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit several positions of ``group`` atomically (one file write)."""
+        self._check_writable()
+        validate_group(group)
+        for (topic, partition), offset in offsets.items():
+            self.log(topic, partition)
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise InvalidRecordError(f"committed offset must be a non-negative int, got {offset!r}")
+        await self._groups.commit(group, dict(offsets))
+
+    async def committed(self, group: str, topic: str, partition: int) -> int | None:
+        """``group``'s committed offset in ``topic``/``partition``, or ``None``."""
+        self._check_open()
+        validate_group(group)
+        return self._groups.committed(group, topic, partition)
+
+    def groups(self) -> list[str]:
+        """Consumer groups with committed offsets, sorted."""
+        self._check_open()
+        return self._groups.groups()
+
+    def group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """Every committed offset of ``group``."""
+        self._check_open()
+        validate_group(group)
+        return self._groups.offsets(group)
+
+    async def delete_group(self, group: str) -> bool:
+        """Forget ``group``'s committed offsets; returns whether it had any."""
+        self._check_writable()
+        validate_group(group)
+        return await self._groups.delete(group)
+
+    # -- retention, flush, checkpoints ---------------------------------------------------------
+
+    async def enforce_retention(self) -> int:
+        """Run one retention pass over every partition now; returns the segments deleted."""
+        self._check_writable()
+        now_ms = _now_ms()
+        deleted = 0
+        for plog in list(self._logs.values()):
+            deleted += await plog.enforce_retention(now_ms)
+        if deleted:
+            await self._checkpoint_log_start_offsets()
+        return deleted
+
+    async def flush(self) -> None:
+        """fsync every partition and write the checkpoints."""
+        self._check_writable()
+        for plog in list(self._logs.values()):
+            await plog.flush()
+        await self._write_checkpoints()
+
+    async def _schedule_segment_deletion(self, plog: PartitionLog, segment: LogSegment) -> None:
+        """Rename the segment's files to ``.deleted`` now; remove them after ``file.delete.delay.ms``.
+
+        Readers that already hold the segment keep reading it meanwhile (Kafka's
+        reason for the delay). Files still waiting at close are removed then;
+        after a crash, the next open removes leftover ``.deleted`` files.
+        """
+        await segment.change_file_suffixes("", DELETED_SUFFIX)
+        self._doomed.add(segment)
+        delay_s = plog.config.file_delete_delay_ms / 1000
+
+        async def remove_later() -> None:
+            await asyncio.sleep(delay_s)
+            await self._remove_segment(segment)
+
+        self._spawn(remove_later(), name=f"seglog-delete-{plog.topic}-{plog.partition}-{segment.base_offset}")
+
+    async def _remove_segment(self, segment: LogSegment) -> None:
+        if segment in self._doomed:
+            self._doomed.discard(segment)
+            await segment.delete()
+
+    async def _checkpoint_log_start_offsets(self) -> None:
+        offsets = {key: plog.log_start_offset for key, plog in self._logs.items()}
+        await self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, offsets)
+
+    async def _write_checkpoints(self) -> None:
+        if self.read_only:
+            return
+        await self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in self._logs.items()})
+        await self._checkpoint_log_start_offsets()
+
+    async def _write_checkpoint(self, name: str, offsets: dict[tuple[str, int], int]) -> None:
+        if self.read_only:
+            return
+        async with self._checkpoint_lock:
+            await _fs.atomic_write(self.path / name, format_checkpoint(offsets))
+
+    # -- background tasks -------------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("%s: background task %s failed: %s", self.path, task.get_name(), exc, exc_info=exc)
+
+    def _start_background(self) -> None:
+        self._spawn(self._every(self.retention_check_interval_ms, self._retention_tick), name="seglog-retention")
+        self._spawn(self._every(self.checkpoint_interval_ms, self._write_checkpoints), name="seglog-checkpoints")
+        self._spawn(self._every(self.flush_check_interval_ms, self._flush_tick), name="seglog-flush")
+
+    async def _every(self, interval_ms: int, work: Callable[[], Awaitable[Any]]) -> None:
+        while not self._closed:
+            await asyncio.sleep(interval_ms / 1000)
+            if self.closed:  # closed while sleeping
+                return
+            try:
+                await work()
+            except ClosedError:
+                return
+            except SeglogError as exc:
+                # A failing disk must not kill the background loop; the next tick retries.
+                log.error("%s: background work failed: %s", self.path, exc)
+
+    async def _retention_tick(self) -> None:
+        await self.enforce_retention()
+
+    async def _flush_tick(self) -> None:
+        now_ms = _now_ms()
+        for plog in list(self._logs.values()):
+            await plog.maybe_flush_for_time(now_ms)
+
+    # -- closing -------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        """Finish appends in flight, flush, checkpoint, mark a clean shutdown, release the lock.
+
+        Idempotent, and safe to call again after a cancelled close.
+        """
+        if self._closed:
+            return
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_future()
+            try:
+                await self._close()
+            finally:
+                self._closed = True
+                if not self._closing.done():
+                    self._closing.set_result(None)
+        else:
+            await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        background = list(self._tasks)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        clean = True
+        for plog in list(self._logs.values()):
+            try:
+                if not self.read_only:
+                    await plog.flush()
+                await plog.close()
+            except SeglogError as exc:
+                clean = False
+                log.error("%s-%d: close failed: %s", plog.topic, plog.partition, exc)
+        for segment in list(self._doomed):
+            try:
+                await self._remove_segment(segment)
+            except SeglogError as exc:
+                log.warning("%s: cannot remove deleted segment: %s", segment, exc)
+        if not self.read_only:
+            try:
+                await self._write_checkpoints()
+                if clean:
+                    await _fs.atomic_write(self.path / CLEAN_SHUTDOWN_FILE, b"")
+            finally:
+                if self._lock_handle is not None:
+                    await self._lock_handle.release()
+                    self._lock_handle = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the engine on {self.path} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ClosedError(f"the engine on {self.path} is open read-only")
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("read-only" if self.read_only else "open")
+        return f"<Engine {self.path} {state} topics={len(self._topics)}>"
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        if not getattr(self, "_closed", True):
+            _warn(f"unclosed {self!r}; use 'async with Engine.open(...)' or await engine.close()",
+                  ResourceWarning, stacklevel=2, source=self)

@@ -1,0 +1,222 @@
+"""Crash safety through the public API: kill -9 of a writer process, power loss, a full disk.
+
+DESIGN §4: a record whose append returned survives a process crash; with
+``flush_messages=1`` it also survives power loss; a failed append leaves the
+log as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import Engine, LogConfig, Record, errors
+from engine.testing import partition_records
+from segments.faults import FailingOps, PowerLossOps
+from segments.fileio import use_ops
+
+WRITER = r"""
+import asyncio, sys
+from engine import Engine, LogConfig, Record, errors
+
+async def main(path, run_id, flush_messages):
+    config = LogConfig(segment_bytes=16384, segment_index_bytes=4096, index_interval_bytes=512,
+                       flush_messages=flush_messages)
+    async with Engine.open(path, config) as engine:
+        try:
+            await engine.create_topic("t", partitions=2)
+        except errors.TopicExistsError:
+            pass
+        seq = 0
+        print("ready", flush=True)
+        while True:
+            for p in (0, 1):
+                n = 1 + seq % 7
+                values = [f"{run_id}:{seq}:{i}".encode() * (1 + (seq + i) % 5) for i in range(n)]
+                res = await engine.log("t", p).append([Record(v, key=str(seq).encode()) for v in values])
+                print(f"ack {p} {res.first_offset} {res.last_offset} {run_id}:{seq}", flush=True)
+                seq += 1
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+def _expected_values(tag: str, count: int) -> list[bytes]:
+    run_id, seq = tag.split(":")
+    s = int(seq)
+    return [f"{run_id}:{s}:{i}".encode() * (1 + (s + i) % 5) for i in range(count)]
+
+
+def _run_and_kill(path: Path, run_id: str, kill_after_s: float, flush_messages: int) -> list[tuple[int, int, int, str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), run_id, str(flush_messages)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.strip() == "ready", proc.stderr.read() if proc.stderr else first
+    time.sleep(kill_after_s)
+    proc.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate(timeout=30)
+    acks = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "ack":  # a line cut by the kill is not an ack
+            acks.append((int(parts[1]), int(parts[2]), int(parts[3]), parts[4]))
+    return acks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flush_messages", [2**63 - 1, 1])
+async def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, flush_messages: int) -> None:
+    rng = random.Random(flush_messages)
+    acked: list[tuple[int, int, int, str]] = []
+    for run in range(4):
+        acked += await asyncio.to_thread(
+            _run_and_kill, tmp_path, f"r{run}", rng.uniform(0.3, 0.9), flush_messages
+        )
+        async with Engine.open(tmp_path) as engine:
+            assert not engine.had_clean_shutdown
+            for partition in (0, 1):
+                records = await partition_records(engine.log("t", partition))
+                by_offset = {r.offset: r.value for r in records}
+                assert [r.offset for r in records] == list(range(len(records))), "offsets must stay dense"
+                for p, first, last, tag in acked:
+                    if p != partition:
+                        continue
+                    want = _expected_values(tag, last - first + 1)
+                    got = [by_offset.get(o) for o in range(first, last + 1)]
+                    assert got == want, f"run {run}: acked batch {tag} at {first}..{last} lost or changed"
+    assert len(acked) > 20, "the writer should have acknowledged a fair number of batches"
+
+
+async def _crash(engine: Engine) -> None:
+    """Stop an engine the way a crash does: no flush, no checkpoint, no clean-shutdown marker."""
+    await engine._abort_open()
+
+
+async def test_power_loss_keeps_fsynced_appends(tmp_path: Path) -> None:
+    ops = PowerLossOps()
+    config = LogConfig(flush_messages=1, segment_bytes=8192, segment_index_bytes=2048, index_interval_bytes=256)
+    with use_ops(ops):
+        engine = await Engine.open(tmp_path, config)
+        await engine.create_topic("t")
+        log = engine.log("t")
+        acked = []
+        for i in range(60):
+            res = await log.append([Record(b"%04d" % i * 20)])
+            acked.append(res.first_offset)
+        await _crash(engine)
+        ops.power_fail(torn_bytes=7)
+    async with Engine.open(tmp_path, config) as engine:
+        records = await partition_records(engine.log("t"))
+        assert [r.offset for r in records][: len(acked)] == acked
+        assert [r.value for r in records][:60] == [b"%04d" % i * 20 for i in range(60)]
+
+
+async def test_power_loss_without_fsync_never_corrupts(tmp_path: Path) -> None:
+    """Without flush_messages=1, unsynced appends may be lost, but what remains is a valid prefix."""
+    ops = PowerLossOps()
+    config = LogConfig(segment_bytes=8192, segment_index_bytes=2048, index_interval_bytes=256)
+    with use_ops(ops):
+        engine = await Engine.open(tmp_path, config)
+        await engine.create_topic("t")
+        for i in range(10):
+            await engine.log("t").append([Record(b"%04d" % i)])
+        await engine.flush()
+        for i in range(10, 40):
+            await engine.log("t").append([Record(b"%04d" % i)])
+        await _crash(engine)
+        ops.power_fail(torn_bytes=3)
+    async with Engine.open(tmp_path, config) as engine:
+        records = await partition_records(engine.log("t"))
+        assert len(records) >= 10
+        assert [r.value for r in records] == [b"%04d" % i for i in range(len(records))]
+        res = await engine.log("t").append([Record(b"after")])
+        assert res.first_offset == len(records)
+
+
+async def test_full_disk_leaves_the_log_as_it_was(tmp_path: Path) -> None:
+    ops = FailingOps()
+    with use_ops(ops):
+        async with Engine.open(tmp_path) as engine:
+            await engine.create_topic("t")
+            log = engine.log("t")
+            await log.append([Record(b"before")])
+            ops.fail("pwritev", errno.ENOSPC, partial_bytes=30, times=1)
+            with pytest.raises(errors.StorageError, match="No space left"):
+                await log.append([Record(b"x" * 100)] * 3)
+            assert log.log_end_offset == 1
+            assert [r.value for r in (await log.read(0)).records] == [b"before"]
+            res = await log.append([Record(b"after")])
+            assert res.first_offset == 1
+            assert [r.value for r in await partition_records(log)] == [b"before", b"after"]
+    async with Engine.open(tmp_path) as engine:
+        assert [r.value for r in await partition_records(engine.log("t"))] == [b"before", b"after"]
+
+
+async def test_failed_fsync_is_reported_and_not_acknowledged(tmp_path: Path) -> None:
+    ops = FailingOps()
+    with use_ops(ops):
+        async with Engine.open(tmp_path, LogConfig(flush_messages=1)) as engine:
+            await engine.create_topic("t")
+            log = engine.log("t")
+            ops.fail("fdatasync", errno.EIO, times=1)
+            with pytest.raises(errors.StorageError):
+                await log.append([Record(b"maybe")])
+            assert log.recovery_point == 0
+            res = await log.append([Record(b"sure")])
+            assert log.recovery_point == res.last_offset + 1
+
+
+async def test_torn_tail_and_garbage_index_are_repaired_on_open(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=8192, segment_index_bytes=2048, index_interval_bytes=128)
+    async with Engine.open(tmp_path, config) as engine:
+        await engine.create_topic("t")
+        for i in range(100):
+            await engine.log("t").append([Record(b"%03d" % i * 10)])
+    part = tmp_path / "t-0"
+    logs = sorted(part.glob("*.log"))
+    active = logs[-1]
+    # A torn tail: half a batch appended after the last good one, and no clean shutdown.
+    with open(active, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x63\x00\x00\x01\x00garbage")
+    (tmp_path / ".clean-shutdown").unlink()
+    # Garbage in an old segment's offset index and a missing time index.
+    first_index = logs[0].with_suffix(".index")
+    first_index.write_bytes(os.urandom(first_index.stat().st_size or 64))
+    logs[0].with_suffix(".timeindex").unlink()
+    async with Engine.open(tmp_path, config) as engine:
+        log = engine.log("t")
+        assert log.log_end_offset == 100
+        for i in range(100):
+            got = await log.read(i, 1)
+            assert got.records[0].value == b"%03d" % i * 10
+        hit = await log.offset_for_timestamp(0)
+        assert hit is not None and hit.offset == 0
+
+
+async def test_bit_flip_in_an_old_segment_is_corruption_not_garbage(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=4096, segment_index_bytes=2048)
+    async with Engine.open(tmp_path, config) as engine:
+        await engine.create_topic("t")
+        for i in range(60):
+            await engine.log("t").append([Record(b"%03d" % i * 30)])
+    first = sorted((tmp_path / "t-0").glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    data[200] ^= 0x40
+    first.write_bytes(bytes(data))
+    async with Engine.open(tmp_path, config) as engine:
+        with pytest.raises(errors.CorruptRecordError, match="CRC"):
+            await engine.log("t").read(0, 1 << 20)

@@ -1,0 +1,383 @@
+"""End-to-end behaviour of the public API (engine only), as DESIGN §3-§4 promise it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+import engine
+from engine import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Engine,
+    LogConfig,
+    OffsetAndTimestamp,
+    Record,
+    errors,
+)
+from engine.partitioner import partition_for_key
+
+SMALL = LogConfig(segment_bytes=4096, segment_index_bytes=1024, index_interval_bytes=256)
+
+
+def values(records: list[Record]) -> list[bytes | None]:
+    return [r.value for r in records]
+
+
+async def read_all(log: engine.PartitionLog, start: int | None = None) -> list[Record]:
+    out: list[Record] = []
+    offset = log.log_start_offset if start is None else start
+    while offset < log.log_end_offset:
+        got = await log.read(offset, 1 << 16)
+        out.extend(got.records)
+        offset = got.next_offset
+    return out
+
+
+def test_public_names_are_pinned() -> None:
+    assert set(engine.__all__) == {
+        "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "AppendResult", "Engine", "FetchResult",
+        "LogConfig", "OffsetAndTimestamp", "PartitionLog", "Record", "RecordMetadata", "RecoveryProgress",
+        "errors", "run",
+    }
+    for name in [
+        "InvalidTopicError", "TopicExistsError", "UnknownTopicOrPartitionError", "OffsetOutOfRangeError",
+        "RecordTooLargeError", "CorruptRecordError", "CorruptIndexError", "InvalidOffsetError",
+        "InvalidTimestampError", "IndexFullError", "IndexOffsetOverflowError", "LogDirLockedError",
+    ]:
+        assert issubclass(getattr(errors, name), errors.SeglogError), name
+
+
+async def test_append_read_round_trip(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path / "data") as eng:
+        await eng.create_topic("orders", partitions=3)
+        assert eng.topics() == ["orders"]
+        log = eng.log("orders", 0)
+        res = await log.append(
+            [Record(value=b"v", key=b"k", timestamp=1_700_000_000_000, headers=(("h", b"x"),)), Record(None)]
+        )
+        assert (res.first_offset, res.last_offset) == (0, 1)
+        assert res.max_timestamp >= 1_700_000_000_000
+        got = await log.read(res.first_offset, max_bytes=1 << 20)
+        assert got.records[0] == Record(b"v", b"k", 1_700_000_000_000, (("h", b"x"),), 0)
+        assert got.records[1].value is None and got.records[1].offset == 1
+        assert got.records[1].timestamp is not None  # None becomes the append time
+        assert (got.next_offset, got.high_watermark, got.log_start_offset) == (2, 2, 0)
+        assert (log.log_start_offset, log.log_end_offset) == (0, 2)
+
+
+async def test_read_starts_at_the_exact_offset_inside_a_batch(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(str(i).encode()) for i in range(10)])
+        got = await log.read(7)
+        assert [r.offset for r in got.records] == [7, 8, 9]
+        assert values(got.records) == [b"7", b"8", b"9"]
+
+
+async def test_read_bounds_and_min_one_message(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"x" * 1000)])
+        await log.append([Record(b"y" * 1000)])
+        one = await log.read(0, max_bytes=1)
+        assert values(one.records) == [b"x" * 1000] and one.next_offset == 1
+        empty = await log.read(2)
+        assert empty.records == [] and empty.next_offset == 2
+        with pytest.raises(errors.OffsetOutOfRangeError, match="outside the log"):
+            await log.read(3)
+        with pytest.raises(errors.OffsetOutOfRangeError):
+            await log.read(-1)
+
+
+async def test_bad_input_is_refused_and_nothing_is_lost(tmp_path: Path) -> None:
+    config = LogConfig(max_message_bytes=2000)
+    async with Engine.open(tmp_path, config) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"keep")])
+        with pytest.raises(errors.RecordTooLargeError, match=r"max\.message\.bytes"):
+            await log.append([Record(b"z" * 5000)])
+        with pytest.raises(errors.InvalidRecordError):
+            await log.append([])
+        with pytest.raises(errors.InvalidRecordError):
+            await log.append([Record("text")])  # type: ignore[arg-type]
+        with pytest.raises(errors.InvalidRecordError):
+            await log.append(Record(b"not wrapped"))  # type: ignore[arg-type]
+        with pytest.raises(errors.InvalidRecordError):
+            await log.append([Record(b"v", headers=(("h", "not bytes"),))])  # type: ignore[arg-type]
+        with pytest.raises(errors.InvalidRecordError):
+            await log.append([Record(b"v", timestamp=-5)])
+        assert values(await read_all(log)) == [b"keep"]
+        assert log.log_end_offset == 1
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "..", ".", "", "x" * 250, "naïve"])
+async def test_invalid_topic_names_never_touch_the_disk(tmp_path: Path, name: str) -> None:
+    data = tmp_path / "data"
+    async with Engine.open(data) as eng:
+        with pytest.raises(errors.InvalidTopicError):
+            await eng.create_topic(name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    assert not any(p.is_dir() for p in data.iterdir())
+
+
+async def test_topic_errors(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t", partitions=2)
+        with pytest.raises(errors.TopicExistsError):
+            await eng.create_topic("t")
+        with pytest.raises(errors.UnknownTopicOrPartitionError, match="no partition 2"):
+            eng.log("t", 2)
+        with pytest.raises(errors.UnknownTopicOrPartitionError, match="unknown topic"):
+            eng.log("nope", 0)
+        with pytest.raises(errors.InvalidConfigError):
+            await eng.create_topic("u", partitions=0)
+
+
+async def test_second_engine_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path):
+        with pytest.raises(errors.LogDirLockedError, match="another seglog Engine"):
+            await Engine.open(tmp_path)
+    # Released on close.
+    eng = await Engine.open(tmp_path)
+    await eng.close()
+    await eng.close()  # idempotent
+
+
+async def test_lock_holds_across_processes(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path):
+        proc = await asyncio.create_subprocess_exec(
+            os.sys.executable, "-c",  # type: ignore[attr-defined]
+            "import asyncio, sys\n"
+            "from engine import Engine, errors\n"
+            "async def main():\n"
+            "    try:\n"
+            f"        await Engine.open({str(tmp_path)!r})\n"
+            "    except errors.LogDirLockedError:\n"
+            "        sys.exit(7)\n"
+            "asyncio.run(main())\n",
+        )
+        assert await proc.wait() == 7
+
+
+async def test_reopen_keeps_everything(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path, SMALL) as eng:
+        await eng.create_topic("t", partitions=2, config={"retention.ms": 123456789})
+        for i in range(200):
+            await eng.log("t", i % 2).append([Record(f"r{i}".encode(), timestamp=1000 + i)])
+        assert eng.log("t", 0).segment_count > 1
+    assert (tmp_path / ".clean-shutdown").exists()
+    async with Engine.open(tmp_path, SMALL) as eng:
+        assert not (tmp_path / ".clean-shutdown").exists()
+        assert eng.had_clean_shutdown
+        assert eng.topic_config("t").retention_ms == 123456789
+        assert eng.partitions_for("t") == 2
+        got = await read_all(eng.log("t", 1))
+        assert values(got) == [f"r{i}".encode() for i in range(1, 200, 2)]
+        assert [r.offset for r in got] == list(range(100))
+        res = await eng.log("t", 1).append([Record(b"more")])
+        assert res.first_offset == 100
+
+
+async def test_offset_for_timestamp_with_out_of_order_timestamps(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path, SMALL) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        stamps = [100, 300, 200, 500, 400, 400, 900, 50]
+        for ts in stamps:
+            await log.append([Record(b"x" * 300, timestamp=ts)])
+        for target in range(0, 1000, 25):
+            expect = next((i for i, ts in enumerate(stamps) if ts >= target), None)
+            hit = await log.offset_for_timestamp(target)
+            if expect is None:
+                assert hit is None, target
+            else:
+                assert hit == OffsetAndTimestamp(expect, stamps[expect]), target
+        assert await log.offset_for_timestamp(LATEST_TIMESTAMP) == OffsetAndTimestamp(8, -1)
+        assert await log.offset_for_timestamp(EARLIEST_TIMESTAMP) == OffsetAndTimestamp(0, -1)
+        assert await log.offset_for_timestamp(MAX_TIMESTAMP) == OffsetAndTimestamp(6, 900)
+        with pytest.raises(errors.InvalidRecordError):
+            await log.offset_for_timestamp(-7)
+
+
+async def test_log_append_time_overwrites_timestamps(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t", config={"message.timestamp.type": "LogAppendTime"})
+        res = await eng.log("t").append([Record(b"a", timestamp=5), Record(b"b", timestamp=6)])
+        assert res.log_append_time > 1_600_000_000_000
+        got = await eng.log("t").read(0)
+        assert {r.timestamp for r in got.records} == {res.log_append_time}
+
+
+async def test_subscribe_waits_for_new_records_and_ends_on_close(tmp_path: Path) -> None:
+    eng = await Engine.open(tmp_path)
+    await eng.create_topic("t")
+    log = eng.log("t")
+    await log.append([Record(b"0")])
+    seen: list[bytes | None] = []
+
+    async def consume() -> None:
+        async for rec in log.subscribe(start_offset=0):
+            seen.append(rec.value)
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.05)
+    assert seen == [b"0"]
+    await log.append([Record(b"1"), Record(b"2")])
+    await asyncio.sleep(0.05)
+    assert seen == [b"0", b"1", b"2"]
+    await eng.close()
+    await asyncio.wait_for(task, 2)
+
+
+async def test_concurrent_appends_are_grouped_and_contiguous(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        results = await asyncio.gather(*(log.append([Record(str(i).encode())]) for i in range(500)))
+        offsets = sorted(r.first_offset for r in results)
+        assert offsets == list(range(500))
+        got = await read_all(log)
+        assert sorted(int(v or b"") for v in values(got)) == list(range(500))
+        by_offset = {r.first_offset: i for i, r in enumerate(results)}
+        assert [int(r.value or b"") for r in got] == [by_offset[o] for o in range(500)]
+
+
+async def test_cancelled_appends_leave_no_partial_batch(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        tasks = [asyncio.create_task(log.append([Record(b"%d" % i)] * 5)) for i in range(50)]
+        await asyncio.sleep(0)
+        for t in tasks[::3]:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        got = await read_all(log)
+        assert len(got) % 5 == 0 and log.log_end_offset == len(got)
+        # Every batch is whole: five equal values in a row.
+        for i in range(0, len(got), 5):
+            assert len(set(values(got[i : i + 5]))) == 1
+
+
+async def test_produce_partitions_by_key_like_kafka(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t", partitions=5)
+        meta = await eng.produce("t", b"v", key=b"foobar")
+        assert meta.partition == partition_for_key(b"foobar", 5) and meta.offset == 0
+        spread = {(await eng.produce("t", b"v")).partition for _ in range(10)}
+        assert spread == set(range(5))
+
+
+async def test_committed_offsets_are_durable(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("orders")
+        assert await eng.committed("billing", "orders", 0) is None
+        await eng.commit_offset("billing", "orders", 0, 42)
+        await eng.commit_offset("billing/team α", "orders", 0, 7)
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await eng.commit_offset("billing", "orders", 3, 1)
+        with pytest.raises(errors.InvalidRecordError):
+            await eng.commit_offset("billing", "orders", 0, -1)
+    async with Engine.open(tmp_path) as eng:
+        assert await eng.committed("billing", "orders", 0) == 42
+        assert await eng.committed("billing/team α", "orders", 0) == 7
+        assert eng.groups() == ["billing", "billing/team α"]
+
+
+async def test_delete_records_before_moves_the_log_start(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path, SMALL) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        for i in range(100):
+            await log.append([Record(b"%03d" % i + b"." * 200)])
+        segments_before = log.segment_count
+        assert await log.delete_records_before(60) == 60
+        assert log.log_start_offset == 60
+        assert log.segment_count < segments_before
+        with pytest.raises(errors.OffsetOutOfRangeError):
+            await log.read(59)
+        got = await log.read(60)
+        assert got.records[0].offset == 60 and got.log_start_offset == 60
+        with pytest.raises(errors.OffsetOutOfRangeError):
+            await log.delete_records_before(101)
+    async with Engine.open(tmp_path, SMALL) as eng:
+        assert eng.log("t").log_start_offset == 60
+
+
+async def test_retention_by_size_and_time(tmp_path: Path) -> None:
+    config = SMALL.with_overrides(retention_bytes=8192, file_delete_delay_ms=0)
+    async with Engine.open(tmp_path, config) as eng:
+        await eng.create_topic("t")
+        await eng.create_topic("old", config={"retention.ms": 1000, "retention.bytes": -1})
+        log = eng.log("t")
+        for _ in range(100):
+            await log.append([Record(b"." * 200, timestamp=None)])
+        deleted = await eng.enforce_retention()
+        assert deleted > 0
+        assert log.size_bytes <= 8192 + 4096
+        assert log.log_start_offset > 0 and log.log_end_offset == 100
+        old = eng.log("old")
+        for _ in range(3):
+            await old.append([Record(b"ancient", timestamp=1_000)])
+        await eng.enforce_retention()
+        # Everything expired: the active segment was rolled first, nothing is readable, offsets go on.
+        assert old.log_start_offset == 3 and old.log_end_offset == 3 and old.segment_count == 1
+        res = await old.append([Record(b"new")])
+        assert res.first_offset == 3
+        await asyncio.sleep(0.05)
+    leftovers = [p.name for p in (tmp_path / "old-0").iterdir() if p.name.endswith(".deleted")]
+    assert leftovers == []
+
+
+async def test_flush_messages_one_moves_the_recovery_point_each_append(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path, LogConfig(flush_messages=1)) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        for i in range(5):
+            await log.append([Record(b"x")])
+            assert log.recovery_point == log.log_end_offset == i + 1
+
+
+async def test_delete_topic(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("gone", partitions=2)
+        await eng.log("gone", 1).append([Record(b"x")])
+        await eng.commit_offset("g", "gone", 1, 1)
+        await eng.delete_topic("gone")
+        assert eng.topics() == []
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            eng.log("gone", 0)
+        assert await eng.committed("g", "gone", 1) is None
+        await eng.create_topic("gone")  # the name is free again
+        assert eng.log("gone").log_end_offset == 0
+
+
+async def test_closed_engine_refuses_work(tmp_path: Path) -> None:
+    eng = await Engine.open(tmp_path)
+    await eng.create_topic("t")
+    log = eng.log("t")
+    await eng.close()
+    with pytest.raises(errors.ClosedError):
+        eng.topics()
+    with pytest.raises(errors.ClosedError):
+        await log.append([Record(b"x")])
+
+
+async def test_read_only_engine_sees_data_and_changes_nothing(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        await eng.log("t").append([Record(b"x")])
+    before = sorted((p.relative_to(tmp_path), p.stat().st_size) for p in tmp_path.rglob("*") if p.is_file())
+    async with Engine.open(tmp_path, read_only=True) as ro:
+        assert values((await ro.log("t").read(0)).records) == [b"x"]
+        with pytest.raises(errors.ClosedError, match="read-only"):
+            await ro.log("t").append([Record(b"y")])
+    after = sorted((p.relative_to(tmp_path), p.stat().st_size) for p in tmp_path.rglob("*") if p.is_file())
+    assert before == after

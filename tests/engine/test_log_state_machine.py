@@ -1,0 +1,132 @@
+"""The partition log against a list model: append, read, time lookup, roll, reopen, retention, delete.
+
+Hypothesis drives random sequences of public-API calls; after each one the log
+must agree with a plain Python list of (offset, value, timestamp).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from engine import Engine, LogConfig, OffsetAndTimestamp, Record, errors
+
+CONFIG = LogConfig(
+    segment_bytes=1024,
+    segment_index_bytes=96,  # 12 offset entries / 8 time entries: index-full rolls happen too
+    index_interval_bytes=64,
+    retention_bytes=-1,
+    file_delete_delay_ms=0,
+)
+
+values = st.binary(min_size=0, max_size=120)
+timestamps = st.integers(min_value=0, max_value=2_000)
+
+
+class LogMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.dir = Path(tempfile.mkdtemp(prefix="seglog-sm-"))
+        self.engine = self.run(Engine.open(self.dir, CONFIG))
+        self.run(self.engine.create_topic("t"))
+        self.model: list[tuple[int, bytes, int]] = []  # (offset, value, timestamp)
+        self.start = 0
+
+    def run(self, coro):  # type: ignore[no-untyped-def]
+        return self.loop.run_until_complete(coro)
+
+    @property
+    def log(self):  # type: ignore[no-untyped-def]
+        return self.engine.log("t")
+
+    def teardown(self) -> None:
+        try:
+            self.run(self.engine.close())
+        finally:
+            self.loop.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    @rule(batch=st.lists(st.tuples(values, timestamps), min_size=1, max_size=6))
+    def append(self, batch: list[tuple[bytes, int]]) -> None:
+        res = self.run(self.log.append([Record(v, timestamp=ts) for v, ts in batch]))
+        first = len(self.model)
+        assert res.first_offset == first and res.last_offset == first + len(batch) - 1
+        self.model += [(first + i, v, ts) for i, (v, ts) in enumerate(batch)]
+
+    @rule(data=st.data())
+    def read(self, data: st.DataObject) -> None:
+        end = len(self.model)
+        offset = data.draw(st.integers(min_value=self.start, max_value=end))
+        max_bytes = data.draw(st.sampled_from([0, 1, 100, 1 << 20]))
+        got = self.run(self.log.read(offset, max_bytes))
+        if offset == end:
+            assert got.records == []
+            return
+        assert got.records, "min one message"
+        expect = self.model[offset : offset + len(got.records)]
+        assert [(r.offset, r.value, r.timestamp) for r in got.records] == expect
+        assert got.next_offset == got.records[-1].offset + 1
+
+    @rule(offset=st.integers(min_value=-5, max_value=400))
+    def read_out_of_range(self, offset: int) -> None:
+        if self.start <= offset <= len(self.model):
+            return
+        with pytest.raises(errors.OffsetOutOfRangeError):
+            self.run(self.log.read(offset))
+
+    @rule(wanted=st.integers(min_value=0, max_value=2_100))
+    def time_lookup(self, wanted: int) -> None:
+        hit = self.run(self.log.offset_for_timestamp(wanted))
+        expect = next(((o, ts) for o, _, ts in self.model[self.start :] if ts >= wanted), None)
+        assert hit == (None if expect is None else OffsetAndTimestamp(*expect))
+
+    @rule()
+    def roll(self) -> None:
+        self.run(self.log.roll())
+
+    @rule()
+    def reopen(self) -> None:
+        self.run(self.engine.close())
+        self.engine = self.run(Engine.open(self.dir, CONFIG))
+
+    @precondition(lambda self: len(self.model) > 0)
+    @rule(data=st.data())
+    def delete_records_before(self, data: st.DataObject) -> None:
+        offset = data.draw(st.integers(min_value=0, max_value=len(self.model)))
+        new_start = self.run(self.log.delete_records_before(offset))
+        self.start = max(self.start, offset)
+        assert new_start == self.start
+
+    @rule(limit=st.integers(min_value=0, max_value=3000))
+    def retention_by_size(self, limit: int) -> None:
+        # Retention may delete whole segments from the front: the model's start follows the log's.
+        plog = self.log
+        plog.config = plog.config.with_overrides(retention_bytes=limit)
+        try:
+            self.run(plog.enforce_retention(0))
+        finally:
+            plog.config = plog.config.with_overrides(retention_bytes=-1)
+        assert plog.log_start_offset >= self.start
+        self.start = plog.log_start_offset
+
+    @invariant()
+    def offsets_agree(self) -> None:
+        assert self.log.log_end_offset == len(self.model)
+        assert self.log.log_start_offset == self.start
+
+
+LogMachine.TestCase.settings = settings(
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_partition_log_against_a_list = LogMachine.TestCase
