@@ -35,6 +35,7 @@ import msgpack
 from engine.config import LogConfig
 from engine.errors import (
     ClosedError,
+    CorruptRecordError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -50,7 +51,16 @@ from engine.results import (
     OffsetAndTimestamp,
 )
 from engine.retention import RetentionPlan, SegmentSummary, plan_retention
-from segments.batch import BatchHeader, TimestampType, encode_batch, read_header, rebase_batch
+from segments.batch import (
+    BatchHeader,
+    TimestampType,
+    check_header,
+    decode_batch,
+    encode_batch,
+    read_header,
+    rebase_batch,
+    verify_crc,
+)
 from segments.records import Record
 from segments.segment import LogSegment, LogSegments, RollParams
 
@@ -210,7 +220,6 @@ class PartitionLog:
             )
         if not records:
             raise InvalidRecordError("append of an empty batch: pass at least one Record")
-        config = self.config
         try:
             encoded = encode_batch(
                 0, records, timestamp_type=self._timestamp_type, now_ms=_now_ms(), packer=self._packer
@@ -218,8 +227,11 @@ class PartitionLog:
         except (TypeError, ValueError) as exc:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: {exc}") from exc
         data = bytearray(encoded)
-        header = read_header(data)
-        size = len(data)
+        self._check_size(len(data))
+        return data, read_header(data)
+
+    def _check_size(self, size: int) -> None:
+        config = self.config
         if size > config.max_message_bytes:
             raise RecordTooLargeError(
                 f"{self.topic}-{self.partition}: the batch is {size} bytes on disk, more than "
@@ -230,7 +242,62 @@ class PartitionLog:
                 f"{self.topic}-{self.partition}: the batch is {size} bytes on disk, more than "
                 f"segment.bytes={config.segment_bytes}; split it or raise segment.bytes"
             )
-        return data, header
+
+    async def append_encoded(self, data: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches that were encoded elsewhere (``segments.batch.encode_batch``), back to back.
+
+        For bulk writers (the Spark data source's commit): encoding runs in
+        parallel tasks, and this places the finished batches. Every batch is
+        checked (header, CRC-32C, body) before anything is written, then given
+        offsets following the log end (the CRC does not cover the base
+        offset, so nothing is re-encoded — except under ``LogAppendTime``,
+        where the timestamps are rewritten as Kafka does). Each batch is
+        written whole; the batches of one call are contiguous in the log.
+
+        Raises:
+            CorruptRecordError: ``data`` is not a sequence of valid batches.
+            RecordTooLargeError: a batch exceeds ``max_message_bytes`` or ``segment_bytes``.
+            StorageError, ClosedError: as :meth:`append`.
+        """
+        self._check_writable()
+        config = self.config
+        limit = max(config.max_message_bytes, config.segment_bytes)
+        items: list[_PendingAppend] = []
+        loop = asyncio.get_running_loop()
+        view = memoryview(data)
+        position, end = 0, len(view)
+        while position < end:
+            # Each batch stands alone (staged batches all start at offset 0): header, CRC and body
+            # are checked; CorruptRecordError names the position otherwise.
+            header = read_header(view, position)
+            check_header(header, limit, position)
+            if position + header.size > end:
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.partition}: append_encoded got a batch cut short at position {position}"
+                )
+            raw = view[position : position + header.size]
+            verify_crc(raw, 0, header)
+            records = decode_batch(raw, 0, header)
+            if self._timestamp_type is TimestampType.LOG_APPEND_TIME:
+                batch, batch_header = self._encode([r._replace(offset=-1) for r in records])
+            else:
+                self._check_size(header.size)
+                batch, batch_header = bytearray(raw), header
+            items.append(_PendingAppend(batch, batch_header, loop.create_future()))
+            position += header.size
+        if not items:
+            raise CorruptRecordError(f"{self.topic}-{self.partition}: append_encoded got no batch")
+        self._pending.extend(items)  # no await since the first: the batches stay contiguous
+        if self._writer is None:
+            self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
+        results = await asyncio.gather(*(item.future for item in items))
+        return AppendResult(
+            first_offset=results[0].first_offset,
+            last_offset=results[-1].last_offset,
+            max_timestamp=max(r.max_timestamp for r in results),
+            log_append_time=results[-1].log_append_time,
+            log_start_offset=results[-1].log_start_offset,
+        )
 
     async def _write_pending(self) -> None:
         try:

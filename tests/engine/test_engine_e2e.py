@@ -381,3 +381,28 @@ async def test_read_only_engine_sees_data_and_changes_nothing(tmp_path: Path) ->
             await ro.log("t").append([Record(b"y")])
     after = sorted((p.relative_to(tmp_path), p.stat().st_size) for p in tmp_path.rglob("*") if p.is_file())
     assert before == after
+
+
+async def test_append_encoded_places_foreign_batches_after_the_log_end(tmp_path: Path) -> None:
+    from segments.batch import TimestampType, encode_batch
+
+    def batch(*vals: bytes) -> bytes:
+        return encode_batch(0, [Record(v, timestamp=7) for v in vals], timestamp_type=TimestampType.CREATE_TIME,
+                            now_ms=1)
+
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"own")])
+        res = await log.append_encoded(batch(b"a", b"b") + batch(b"c"))
+        assert (res.first_offset, res.last_offset) == (1, 3)
+        got = await log.read(0)
+        assert [(r.offset, r.value) for r in got.records] == [(0, b"own"), (1, b"a"), (2, b"b"), (3, b"c")]
+        good = batch(b"x")
+        bad = bytearray(good)
+        bad[-1] ^= 1
+        with pytest.raises(errors.CorruptRecordError):
+            await log.append_encoded(good + bytes(bad))
+        with pytest.raises(errors.CorruptRecordError):
+            await log.append_encoded(good[:-3])
+        assert log.log_end_offset == 4
