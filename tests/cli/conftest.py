@@ -13,9 +13,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from segfiles import simple_log_dir  # noqa: E402
+from segfiles import simple_log_dir
 
-from tools.cli import main  # noqa: E402
+from tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -75,7 +75,7 @@ DIR_COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("argv", DIR_COMMANDS, ids=lambda a: " ".join(a))
+@pytest.mark.parametrize("argv", DIR_COMMANDS, ids=" ".join)
 def test_missing_log_dir_is_one_line_and_exit_2(cli: Cli, tmp_path: Path, argv: list[str]) -> None:
     missing = tmp_path / "nope"
     r = cli(*argv, "--log-dir", missing)

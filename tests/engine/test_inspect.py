@@ -23,7 +23,7 @@ from indexes.transaction_index import AbortedTxn
 from segments.records import Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
-from segfiles import (  # noqa: E402
+from segfiles import (
     T0,
     append_bytes,
     flip_byte,
@@ -321,7 +321,9 @@ def test_deep_verify_decodes_records(tmp_path: Path) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_random_damage_is_a_finding_never_a_crash(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+def test_random_damage_is_a_finding_never_a_crash(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
     log_dir = simple_log_dir(tmp_path_factory.mktemp("d"))
     files = sorted(p for p in log_dir.rglob("*") if p.is_file() and p.stat().st_size)
     target = data.draw(st.sampled_from(files))
@@ -432,7 +434,8 @@ def test_plan_after_a_crash_truncates_and_deletes_what_follows(tmp_path: Path) -
     cut = p0.segments[1]
     assert cut.truncate_to == positions[2] and "invalid batch" in cut.reason and cut.next_offset == 18
     assert p0.log_end_offset_after == 18
-    assert plan.bytes_truncated == (log.stat().st_size - positions[2]) + seg_path(tmp_path, "orders", 0, 24).stat().st_size
+    deleted = seg_path(tmp_path, "orders", 0, 24).stat().st_size
+    assert plan.bytes_truncated == (log.stat().st_size - positions[2]) + deleted
 
 
 def test_plan_ignores_an_unreadable_recovery_checkpoint(tmp_path: Path) -> None:
@@ -471,7 +474,7 @@ def test_explain_offset_matches_the_index_and_a_scan(tmp_path: Path) -> None:
 
 
 def test_explain_offset_records_the_probes(tmp_path: Path) -> None:
-    directory, _ = write_partition(tmp_path, "t", 0, [[records(1) for _ in range(40)]])
+    write_partition(tmp_path, "t", 0, [[records(1) for _ in range(40)]])
     ex = inspect.explain_offset(tmp_path, "t", 0, 20)
     assert ex.index_entries == 39 and ex.offset_index_probes
     assert ex.offset_index_entry == (20, ex.result_position)
@@ -505,3 +508,51 @@ def test_explain_timestamp_is_the_earliest_offset_at_or_after(tmp_path: Path, ta
 def test_explain_on_missing_log_dir(tmp_path: Path) -> None:
     with pytest.raises(StorageError):
         inspect.explain_offset(tmp_path / "nope", "t", 0, 0)
+
+
+# ----------------------------------------------------------------------------- reading without an Engine
+
+
+def test_read_records_from_any_offset(tmp_path: Path) -> None:
+    simple_log_dir(tmp_path)
+    for start in (0, 4, 11, 12, 13, 35):
+        got = list(inspect.read_records(tmp_path, "orders", 0, start))
+        assert [r.offset for r in got] == list(range(start, 36))
+    assert [r.offset for r in inspect.read_records(tmp_path, "orders", 0, 10, end_offset=14)] == [10, 11, 12, 13]
+    assert list(inspect.read_records(tmp_path, "orders", 0, 36)) == []
+
+
+def test_read_records_does_not_trust_a_garbage_index(tmp_path: Path) -> None:
+    simple_log_dir(tmp_path)
+    flip_byte(seg_path(tmp_path, "orders", 0, 12, ".index"), 7)  # first entry points mid-batch
+    assert [r.offset for r in inspect.read_records(tmp_path, "orders", 0, 20)] == list(range(20, 36))
+
+
+def test_read_records_stops_at_a_torn_tail(tmp_path: Path) -> None:
+    simple_log_dir(tmp_path)
+    log = seg_path(tmp_path, "orders", 0, 24)
+    truncate(log, log.stat().st_size - 1)
+    assert [r.offset for r in inspect.read_records(tmp_path, "orders", 0, 30)] == [30, 31, 32]
+
+
+def test_offset_for_timestamp_and_sentinels(tmp_path: Path) -> None:
+    _out_of_order_dir(tmp_path)
+    assert inspect.offset_for_timestamp(tmp_path, "t", 0, -2) == (-1, 0)
+    assert inspect.offset_for_timestamp(tmp_path, "t", 0, -1) == (-1, 12)
+    assert inspect.offset_for_timestamp(tmp_path, "t", 0, -3) == (T0 + 100_000, 7)
+    assert inspect.offset_for_timestamp(tmp_path, "t", 0, T0 + 85_000) == (T0 + 90_000, 4)
+    assert inspect.offset_for_timestamp(tmp_path, "t", 0, T0 + 100_001) is None
+    with pytest.raises(ValueError, match="sentinels"):
+        inspect.offset_for_timestamp(tmp_path, "t", 0, -4)
+
+
+def test_group_offsets_skips_unreadable_files(tmp_path: Path) -> None:
+    from engine.groups import encode_group_file, group_file_name
+
+    simple_log_dir(tmp_path)
+    groups = tmp_path / "consumer-offsets"
+    groups.mkdir()
+    (groups / group_file_name("billing")).write_bytes(encode_group_file("billing", {("orders", 0): 7}))
+    (groups / group_file_name("broken")).write_bytes(b"{")
+    assert inspect.group_offsets(tmp_path) == {"billing": {("orders", 0): 7}}
+    assert inspect.describe_log_dir(tmp_path).groups == ["billing", "broken"]

@@ -1,23 +1,26 @@
 """``seglog consume TOPIC``: read records by offset or time, print them as text, JSON Lines or raw bytes.
 
-Reads through a read-only ``Engine`` (no lock), so it works while an
-application has the directory open. ``--follow`` keeps going at the end of the
-log: ``PartitionLog.subscribe`` only wakes for appends made through the same
-``Engine``, and a command line is another process, so ``--follow`` re-opens
-the directory read-only every ``--poll-ms`` and reads what was appended
-meanwhile. ``--group`` starts from the group's committed offsets and commits
-the next positions at the end (and after each poll with ``--follow``); a
-commit takes the directory lock, so it fails while another engine holds it.
+Reads the files with :func:`engine.inspect.read_records` (``pread``, no lock,
+no mmap), so it works while an application has the directory open, even as it
+trims and truncates files. ``--follow`` keeps going at the end of the log:
+``PartitionLog.subscribe`` only wakes for appends made through the same
+``Engine``, and a command line is another process, so ``--follow`` looks at
+the files again every ``--poll-ms`` and prints what was appended meanwhile.
+``--group`` starts from the group's committed offsets and commits the next
+positions at the end (and after each poll with ``--follow``); a commit takes
+the directory lock, so it fails while another engine holds it.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from engine import inspect
+from engine.errors import UnknownTopicOrPartitionError
 from tools._output import (
     EXIT_OK,
     UsageError,
@@ -111,17 +114,18 @@ class _Printer:
         sys.stdout.flush()
 
 
-async def _resolve_start(args: argparse.Namespace, log: Any, committed: int | None) -> int:
+def _resolve_start(args: argparse.Namespace, path: Path, partition: int, committed: int | None) -> int:
+    info = inspect.partition_info(path, args.topic, partition)
     if args.from_time is not None:
-        hit = await log.offset_for_timestamp(args.from_time)
-        return int(log.log_end_offset if hit is None else hit.offset)
+        hit = inspect.offset_for_timestamp(path, args.topic, partition, args.from_time)
+        return info.log_end_offset if hit is None else hit.offset
     spec = args.start
     if spec is None:
-        return committed if committed is not None else int(log.log_start_offset)
+        return committed if committed is not None else info.log_start_offset
     if spec == "earliest":
-        return int(log.log_start_offset)
+        return info.log_start_offset
     if spec == "latest":
-        return int(log.log_end_offset)
+        return info.log_end_offset
     try:
         offset = int(spec)
     except ValueError:
@@ -131,86 +135,75 @@ async def _resolve_start(args: argparse.Namespace, log: Any, committed: int | No
     return offset
 
 
-async def _end_offset(args: argparse.Namespace, log: Any) -> int | None:
+def _stop_offset(args: argparse.Namespace, path: Path, partition: int) -> int | None:
     """The exclusive stop offset, or None for 'the log end' (or never, with --follow)."""
     if args.to_offset is not None:
         return int(args.to_offset)
     if args.to_time is not None:
-        hit = await log.offset_for_timestamp(args.to_time)
-        return None if hit is None else int(hit.offset)
+        hit = inspect.offset_for_timestamp(path, args.topic, partition, args.to_time)
+        return None if hit is None else hit.offset
     return None
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
-
     path: Path = log_dir_of(args)
     printer = _Printer(args)
     if args.max_messages is not None and args.max_messages < 0:
         raise UsageError("--max-messages must not be negative")
     if args.poll_ms < 1:
         raise UsageError("--poll-ms must be at least 1")
+    partitions = [p.partition for p in inspect.describe_log_dir(path, topic=args.topic).partitions]
+    if not partitions:
+        raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
+    wanted = args.partition or partitions
+    unknown = sorted(set(wanted) - set(partitions))
+    if unknown:
+        raise UnknownTopicOrPartitionError(
+            f"topic {args.topic!r} has partitions {partitions}; there is no partition {unknown[0]}")
+    committed = inspect.group_offsets(path).get(args.group, {}) if args.group else {}
+    positions = {p: _resolve_start(args, path, p, committed.get((args.topic, p))) for p in wanted}
+    stops = {p: _stop_offset(args, path, p) for p in wanted}
     printed = 0
-    positions: dict[int, int] = {}
-    stops: dict[int, int | None] = {}
-
-    async def commit() -> None:
-        if args.group is None or not positions:
-            return
-        async with Engine.open(path) as writer:
-            await writer.commit_offsets(args.group, {(args.topic, p): o for p, o in positions.items()})
 
     def limit_reached() -> bool:
         return args.max_messages is not None and printed >= args.max_messages
 
-    async def read_available(engine: Any) -> bool:
+    def read_available() -> bool:
         """Print what is readable now; returns True when nothing more is to be read (every stop reached)."""
         nonlocal printed
         done = True
         for partition in sorted(positions):
-            log = engine.log(args.topic, partition)
-            stop = stops[partition]
-            end = log.log_end_offset if stop is None else min(stop, log.log_end_offset)
-            while positions[partition] < end and not limit_reached():
-                result = await log.read(max(positions[partition], log.log_start_offset))
-                records = [r for r in result.records if r.offset < end]
-                for rec in records:
-                    if limit_reached():
-                        break
+            if not limit_reached():
+                for rec in inspect.read_records(path, args.topic, partition, positions[partition],
+                                                end_offset=stops[partition]):
                     printer.record(args.topic, partition, rec)
                     printed += 1
                     positions[partition] = rec.offset + 1
-                if not records:
-                    if result.next_offset <= positions[partition]:
+                    if limit_reached():
                         break
-                    positions[partition] = min(result.next_offset, end)
             printer.flush()
+            stop = stops[partition]
             if stop is None or positions[partition] < stop:
                 done = False
         return done or limit_reached()
 
-    async def work() -> None:
-        async with Engine.open(path, read_only=True) as engine:
-            count = engine.partitions_for(args.topic)
-            wanted = args.partition or list(range(count))
-            for p in wanted:
-                engine.log(args.topic, p)  # UnknownTopicOrPartitionError for a bad --partition
-                committed = await engine.committed(args.group, args.topic, p) if args.group else None
-                positions[p] = await _resolve_start(args, engine.log(args.topic, p), committed)
-                stops[p] = await _end_offset(args, engine.log(args.topic, p))
-            finished = await read_available(engine)
-        try:
-            while args.follow and not finished:
-                await asyncio.sleep(args.poll_ms / 1000)
-                async with Engine.open(path, read_only=True) as engine:
-                    before = dict(positions)
-                    finished = await read_available(engine)
-                if positions != before:
-                    await commit()
-        finally:
-            await commit()
+    async def commit() -> None:
+        from engine.engine import Engine
 
-    run_async(work())
+        async with Engine.open(path) as writer:
+            await writer.commit_offsets(args.group, {(args.topic, p): o for p, o in positions.items()})
+
+    try:
+        finished = read_available()
+        while args.follow and not finished:
+            time.sleep(args.poll_ms / 1000)
+            before = dict(positions)
+            finished = read_available()
+            if args.group and positions != before:
+                run_async(commit())
+    finally:
+        if args.group:
+            run_async(commit())
     note(f"consumed {printed} record(s) from {args.topic}"
-         + (f"; committed positions for group {args.group}" if args.group and positions else ""))
+         + (f"; committed positions for group {args.group}" if args.group else ""))
     return EXIT_OK

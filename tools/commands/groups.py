@@ -1,7 +1,7 @@
 """``seglog groups list|describe|reset|delete``: consumer-group positions, lag, and resets.
 
-``list`` and ``describe`` use a read-only ``Engine``; ``reset`` computes the new
-positions (earliest, latest, a time, or an offset) and, as
+``list``, ``describe`` and the planning part of ``reset`` read the files with
+:mod:`engine.inspect` (no lock); ``reset`` computes the new positions (earliest, latest, a time, or an offset) and, as
 ``kafka-consumer-groups --reset-offsets``, only prints them unless
 ``--execute`` is given; ``reset --execute`` and ``delete`` take the directory
 lock to commit.
@@ -13,6 +13,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from engine import inspect
+from engine.errors import UnknownTopicOrPartitionError
 from tools._output import (
     EXIT_OK,
     Column,
@@ -84,15 +86,7 @@ def register(subparsers: Any) -> None:
 
 
 def list_groups(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
-
-    path: Path = log_dir_of(args)
-
-    async def work() -> list[str]:
-        async with Engine.open(path, read_only=True) as engine:
-            return engine.groups()
-
-    names: list[str] = run_async(work())
+    names = sorted(inspect.group_offsets(log_dir_of(args)))
     if args.json:
         print_json(names)
     else:
@@ -102,30 +96,21 @@ def list_groups(args: argparse.Namespace) -> int:
 
 
 def describe(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
-
     path: Path = log_dir_of(args)
-
-    async def work() -> list[dict[str, Any]]:
-        rows = []
-        async with Engine.open(path, read_only=True) as engine:
-            known = set(engine.topics())
-            for (topic, partition), committed in sorted(engine.group_offsets(args.group).items()):
-                if topic not in known:
-                    rows.append({"topic": topic, "partition": partition, "committed": committed,
-                                 "log_start_offset": None, "log_end_offset": None, "lag": None})
-                    continue
-                log = engine.log(topic, partition)
-                rows.append({"topic": topic, "partition": partition, "committed": committed,
-                             "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
-                             "lag": max(0, log.log_end_offset - max(committed, log.log_start_offset))})
-        return rows
-
-    rows: list[dict[str, Any]] = run_async(work())
-    if not rows:
-        from engine.errors import UnknownTopicOrPartitionError
-
+    offsets = inspect.group_offsets(path).get(args.group)
+    if not offsets:
         raise UnknownTopicOrPartitionError(f"group {args.group!r} has no committed offsets in {path}")
+    rows = []
+    for (topic, partition), committed in sorted(offsets.items()):
+        try:
+            info = inspect.partition_info(path, topic, partition)
+        except UnknownTopicOrPartitionError:
+            rows.append({"topic": topic, "partition": partition, "committed": committed,
+                         "log_start_offset": None, "log_end_offset": None, "lag": None})
+            continue
+        rows.append({"topic": topic, "partition": partition, "committed": committed,
+                     "log_start_offset": info.log_start_offset, "log_end_offset": info.log_end_offset,
+                     "lag": max(0, info.log_end_offset - max(committed, info.log_start_offset))})
     if args.json:
         print_json(rows)
         return EXIT_OK
@@ -137,38 +122,37 @@ def describe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def reset(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
+def _target(args: argparse.Namespace, path: Path, partition: int) -> int:
+    info = inspect.partition_info(path, args.topic, partition)
+    start, end = info.log_start_offset, info.log_end_offset
+    if args.to_earliest:
+        return start
+    if args.to_latest:
+        return end
+    if args.to_datetime is not None:
+        hit = inspect.offset_for_timestamp(path, args.topic, partition, args.to_datetime)
+        return end if hit is None else hit.offset
+    return int(min(max(args.to_offset, start), end))
 
+
+def reset(args: argparse.Namespace) -> int:
     path: Path = log_dir_of(args)
     if args.to_offset is not None and args.to_offset < 0:
         raise UsageError("--to-offset must not be negative")
+    partitions = [p.partition for p in inspect.describe_log_dir(path, topic=args.topic).partitions]
+    if not partitions:
+        raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
+    previous = inspect.group_offsets(path).get(args.group, {})
+    plan = [{"topic": args.topic, "partition": p, "previous": previous.get((args.topic, p)),
+             "new": _target(args, path, p)} for p in (args.partition or partitions)]
+    if args.execute:
+        from engine.engine import Engine
 
-    async def target(log: Any) -> int:
-        start, end = log.log_start_offset, log.log_end_offset
-        if args.to_earliest:
-            return int(start)
-        if args.to_latest:
-            return int(end)
-        if args.to_datetime is not None:
-            hit = await log.offset_for_timestamp(args.to_datetime)
-            return int(end if hit is None else hit.offset)
-        return int(min(max(args.to_offset, start), end))
-
-    async def work() -> list[dict[str, Any]]:
-        async with Engine.open(path, read_only=not args.execute) as engine:
-            partitions = args.partition or list(range(engine.partitions_for(args.topic)))
-            plan = []
-            for p in partitions:
-                log = engine.log(args.topic, p)
-                plan.append({"topic": args.topic, "partition": p,
-                             "previous": await engine.committed(args.group, args.topic, p),
-                             "new": await target(log)})
-            if args.execute:
+        async def commit() -> None:
+            async with Engine.open(path) as engine:
                 await engine.commit_offsets(args.group, {(args.topic, r["partition"]): r["new"] for r in plan})
-        return plan
 
-    plan: list[dict[str, Any]] = run_async(work())
+        run_async(commit())
     if args.json:
         print_json(plan)
     else:
@@ -191,8 +175,6 @@ def delete(args: argparse.Namespace) -> int:
             return await engine.delete_group(args.group)
 
     if not run_async(work()):
-        from engine.errors import UnknownTopicOrPartitionError
-
         raise UnknownTopicOrPartitionError(f"group {args.group!r} has no committed offsets in {path}")
     note(f"deleted group {args.group}")
     return EXIT_OK

@@ -1,8 +1,10 @@
 """``seglog offsets TOPIC``: earliest, latest, max-timestamp or by-time offsets per partition (kafka-get-offsets).
 
-Answers with ``PartitionLog.offset_for_timestamp`` on a read-only ``Engine``,
-with Kafka's ListOffsets sentinels: ``earliest`` (-2), ``latest`` (-1),
-``max-timestamp`` (-3), or a time (the earliest offset whose timestamp is >= it).
+Answers with :func:`engine.inspect.offset_for_timestamp` (what
+``PartitionLog.offset_for_timestamp`` answers, read from the files without a
+lock or mmap, so it is safe beside a live engine), with Kafka's ListOffsets
+sentinels: ``earliest`` (-2), ``latest`` (-1), ``max-timestamp`` (-3), or a
+time (the earliest offset whose timestamp is >= it).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from engine import inspect
+from engine.errors import UnknownTopicOrPartitionError
 from tools._output import (
     EXIT_OK,
     UsageError,
@@ -20,7 +24,6 @@ from tools._output import (
     log_dir_of,
     parse_time,
     print_json,
-    run_async,
 )
 
 NOTES = """\
@@ -70,23 +73,16 @@ def time_spec(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
-
     path: Path = log_dir_of(args)
     target = time_spec(args.time)
-
-    async def work() -> list[dict[str, Any]]:
-        out = []
-        async with Engine.open(path, read_only=True) as engine:
-            count = engine.partitions_for(args.topic)
-            for p in args.partition or range(count):
-                hit = await engine.log(args.topic, p).offset_for_timestamp(target)
-                out.append({"topic": args.topic, "partition": p,
-                            "offset": None if hit is None else hit.offset,
-                            "timestamp": None if hit is None or hit.timestamp < 0 else hit.timestamp})
-        return out
-
-    rows: list[dict[str, Any]] = run_async(work())
+    partitions = [p.partition for p in inspect.describe_log_dir(path, topic=args.topic).partitions]
+    if not partitions:
+        raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
+    rows = []
+    for p in args.partition or partitions:
+        hit = inspect.offset_for_timestamp(path, args.topic, p, target)
+        rows.append({"topic": args.topic, "partition": p, "offset": None if hit is None else hit.offset,
+                     "timestamp": None if hit is None or hit.timestamp < 0 else hit.timestamp})
     if args.json:
         print_json(rows)
     else:
