@@ -2,9 +2,12 @@
 
 Records are partitioned like a Kafka producer: by ``murmur2(key)`` when there
 is a key, otherwise one partition per batch in turn (Kafka's sticky
-partitioner); ``--partition`` overrides both. Consecutive records for one
-partition are appended as one batch (up to ``--batch-size`` records and half
-the topic's ``max.message.bytes``), so a large input costs one write per batch.
+partitioner); ``--partition`` overrides both. Each partition collects its
+records into one batch (up to ``--batch-size`` records and half the topic's
+``max.message.bytes``), appended when full and at the end, so a large input
+costs one write per batch; order within a partition is the input order. With
+``--json`` the placements are printed as batches are written (grouped by
+partition, not in input order).
 """
 
 from __future__ import annotations
@@ -136,26 +139,29 @@ def run(args: argparse.Namespace) -> int:
         counts: dict[int, int] = {}
         async with Engine.open(path) as engine:
             partitions = engine.partitions_for(args.topic)
-            budget = max(1, engine.topic_config(args.topic).max_message_bytes // 2)
+            config = engine.topic_config(args.topic)
+            # Half the largest batch the topic takes (nor may a batch outgrow a segment): the size
+            # estimate per record is rough, the limits are not.
+            budget = max(1, min(config.max_message_bytes, config.segment_bytes) // 2)
             if args.partition is not None and not 0 <= args.partition < partitions:
                 raise UsageError(f"--partition {args.partition}: {args.topic} has {partitions} partition(s)")
-            sticky = 0
-            pending: list[Record] = []
-            pending_partition, pending_bytes = -1, 0
+            # One open batch per partition: keyed records spread over partitions still batch well.
+            pending: dict[int, list[Record]] = {}
+            pending_bytes: dict[int, int] = {}
+            sticky, sticky_count = 0, 0
 
-            async def flush() -> None:
-                nonlocal pending, pending_bytes, sticky
-                if not pending:
+            async def flush(partition: int) -> None:
+                batch = pending.pop(partition, [])
+                pending_bytes.pop(partition, None)
+                if not batch:
                     return
-                result = await engine.log(args.topic, pending_partition).append(pending)
-                counts[pending_partition] = counts.get(pending_partition, 0) + len(pending)
+                result = await engine.log(args.topic, partition).append(batch)
+                counts[partition] = counts.get(partition, 0) + len(batch)
                 if args.json:
-                    for i, rec in enumerate(pending):
+                    for i, rec in enumerate(batch):
                         ts = rec.timestamp if rec.timestamp is not None else result.max_timestamp
-                        print_json({"topic": args.topic, "partition": pending_partition,
+                        print_json({"topic": args.topic, "partition": partition,
                                     "offset": result.first_offset + i, "timestamp": ts}, lines=True)
-                pending, pending_bytes = [], 0
-                sticky = (sticky + 1) % partitions
 
             for rec, wanted in records(stream):
                 if args.partition is not None:
@@ -165,16 +171,19 @@ def run(args: argparse.Namespace) -> int:
                 elif rec.key is not None:
                     partition = partition_for_key(rec.key, partitions)
                 else:
-                    partition = sticky
+                    # Kafka's sticky partitioner: keyless records fill one batch, then move on.
+                    if sticky_count >= args.batch_size:
+                        sticky, sticky_count = (sticky + 1) % partitions, 0
+                    partition, sticky_count = sticky, sticky_count + 1
                 size = len(rec.value or b"") + len(rec.key or b"") + RECORD_OVERHEAD_BYTES + sum(
                     len(k) + len(v) for k, v in rec.headers)
-                if pending and (partition != pending_partition or len(pending) >= args.batch_size
-                                or pending_bytes + size > budget):
-                    await flush()
-                pending_partition = partition
-                pending.append(rec)
-                pending_bytes += size
-            await flush()
+                batch = pending.get(partition)
+                if batch and (len(batch) >= args.batch_size or pending_bytes[partition] + size > budget):
+                    await flush(partition)
+                pending.setdefault(partition, []).append(rec)
+                pending_bytes[partition] = pending_bytes.get(partition, 0) + size
+            for partition in sorted(pending):
+                await flush(partition)
         return counts
 
     if args.file is not None:
