@@ -1,10 +1,61 @@
 """seglog's segment layer: one ``.log`` file of record batches with its indexes.
 
-Owns: the record-batch format (framing, CRC-32C, msgpack bodies), the async
-file layer (the only module that talks to ``aiofiles``), ``LogSegment``
-(append, read, time lookup, roll decisions, recovery, truncation).
+Owns: the record-batch format (``segments.batch``: framing, CRC-32C, msgpack
+bodies; ``docs/FORMAT.md``), the ``Record`` value (``segments.records``), the
+async file layer (``segments.fileio``, the only module that talks to
+``aiofiles``) with its fault-injection seam (``segments.faults``),
+``LogSegment`` and ``LogSegments`` (``segments.segment``: append, read, time
+lookup, roll decisions, recovery, truncation), and the columnar bulk decode
+(``segments.columns``).
 
 Must not import: ``engine`` or ``tools``. Segments know nothing of topics,
 partitions or clocks: roll parameters, ``now_ms`` and the index interval arrive
 as arguments.
 """
+
+from segments.batch import (
+    BatchHeader,
+    ScanResult,
+    ScanStop,
+    TimestampType,
+    decode_batches,
+    encode_batch,
+    read_header,
+    rebase_batch,
+    scan_batches,
+)
+from segments.errors import CorruptRecordError, RecordTooLargeError, SegmentOffsetOverflowError
+from segments.records import Header, Record
+from segments.segment import (
+    FetchData,
+    LocatedBatch,
+    LogOffsetMetadata,
+    LogSegment,
+    LogSegments,
+    RollParams,
+    filename_prefix,
+)
+
+__all__ = [
+    "BatchHeader",
+    "CorruptRecordError",
+    "FetchData",
+    "Header",
+    "LocatedBatch",
+    "LogOffsetMetadata",
+    "LogSegment",
+    "LogSegments",
+    "Record",
+    "RecordTooLargeError",
+    "RollParams",
+    "ScanResult",
+    "ScanStop",
+    "SegmentOffsetOverflowError",
+    "TimestampType",
+    "decode_batches",
+    "encode_batch",
+    "filename_prefix",
+    "read_header",
+    "rebase_batch",
+    "scan_batches",
+]

@@ -42,8 +42,11 @@ __all__ = [
     "ScanStop",
     "TimestampType",
     "check_header",
+    "BodyColumns",
+    "body_columns",
     "decode_batch",
     "decode_batches",
+    "rebase_batch",
     "encode_batch",
     "read_header",
     "scan_batches",
@@ -332,18 +335,24 @@ def verify_crc(buf: bytes | bytearray | memoryview, position: int, header: Batch
 # --------------------------------------------------------------------------------------- decode
 
 
-def decode_batch(
-    buf: bytes | bytearray | memoryview,
-    position: int,
-    header: BatchHeader,
-    *,
-    start_offset: int = 0,
-) -> list[Record]:
-    """Decode the body of the batch at ``position`` into Records with absolute offsets and timestamps.
+BodyColumns = tuple[
+    tuple[int, ...],  # offset deltas
+    tuple[int, ...],  # timestamp deltas
+    tuple[bytes | None, ...],  # keys
+    tuple[bytes | None, ...],  # values
+    tuple[tuple[tuple[str, bytes], ...], ...],  # headers
+]
+"""A checked batch body as five columns (see :func:`body_columns`)."""
 
-    ``header`` must have passed :func:`check_header` and the CRC :func:`verify_crc`.
-    Records below ``start_offset`` are skipped (found by bisection, not built).
-    With ``LOG_APPEND_TIME`` every record carries the batch's max timestamp (Kafka).
+
+def body_columns(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> BodyColumns:
+    """Unpack and check the body of the batch at ``position``: its records as five columns.
+
+    The columns are ``(offset_deltas, timestamp_deltas, keys, values, headers)``,
+    one tuple each, all checks of ``docs/FORMAT.md`` §2.3 rule 8 applied. For
+    bulk readers that want columns rather than ``Record`` objects;
+    :func:`decode_batch` builds Records from them. ``header`` must have passed
+    :func:`check_header` and the CRC :func:`verify_crc`.
 
     Raises:
         CorruptRecordError: the body is not a msgpack array of ``record_count``
@@ -371,7 +380,26 @@ def decode_batch(
     columns = _body_columns(body, header)
     if isinstance(columns, str):
         raise CorruptRecordError(f"batch at position {position}: {columns}")
-    offset_deltas, timestamp_deltas, keys, values, headers = columns
+    return columns
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview,
+    position: int,
+    header: BatchHeader,
+    *,
+    start_offset: int = 0,
+) -> list[Record]:
+    """Decode the body of the batch at ``position`` into Records with absolute offsets and timestamps.
+
+    ``header`` must have passed :func:`check_header` and the CRC :func:`verify_crc`.
+    Records below ``start_offset`` are skipped (found by bisection, not built).
+    With ``LOG_APPEND_TIME`` every record carries the batch's max timestamp (Kafka).
+
+    Raises:
+        CorruptRecordError: as :func:`body_columns`.
+    """
+    offset_deltas, timestamp_deltas, keys, values, headers = body_columns(buf, position, header)
     count = len(offset_deltas)
     skip = 0
     if start_offset > header.base_offset:
@@ -392,16 +420,7 @@ def decode_batch(
     return list(map(_new_record, rows))
 
 
-_Columns = tuple[
-    tuple[int, ...],  # offset deltas
-    tuple[int, ...],  # timestamp deltas
-    tuple["bytes | None", ...],  # keys
-    tuple["bytes | None", ...],  # values
-    tuple[tuple[tuple[str, bytes], ...], ...],  # headers
-]
-
-
-def _body_columns(body: object, header: BatchHeader) -> _Columns | str:
+def _body_columns(body: object, header: BatchHeader) -> BodyColumns | str:
     # The records transposed into five columns, or what is wrong with them. Checks run column-wise
     # at C speed (set(map(type, ...)), all(map(lt, ...))): ~60 ns per record where a per-record
     # Python loop costs ~300 ns. Headers are looked at one by one only when some record has any.

@@ -17,11 +17,13 @@ from segments.batch import (
     MIN_BATCH_SIZE,
     ScanStop,
     TimestampType,
+    body_columns,
     check_header,
     decode_batch,
     decode_batches,
     encode_batch,
     read_header,
+    rebase_batch,
     scan_batches,
     verify_crc,
 )
@@ -252,3 +254,27 @@ def test_minimum_batch_size_is_68_bytes() -> None:
     buf = enc(0, [Record(None)])
     assert len(buf) == MIN_BATCH_SIZE == 68
     assert decode_one(buf) == [Record(None, None, 1_000, (), 0)]
+
+
+def test_rebase_batch_moves_a_batch_without_touching_its_crc() -> None:
+    buf = bytearray(enc(0, [Record(b"a"), Record(b"b")]))
+    crc_before = bytes(buf[17:21])
+    rebase_batch(buf, 1_000)
+    assert bytes(buf[17:21]) == crc_before
+    assert [r.offset for r in decode_one(bytes(buf))] == [1_000, 1_001]
+    two = bytearray(enc(0, [Record(b"x")]) + enc(0, [Record(b"y")]))
+    rebase_batch(two, 7, position=len(two) // 2)
+    assert [r.offset for r in decode_one(bytes(two))] == [0, 7]
+    with pytest.raises(ValueError, match="outside"):
+        rebase_batch(buf, -1)
+    with pytest.raises(ValueError, match="outside"):
+        rebase_batch(buf, 2**63 - 1)
+
+
+def test_body_columns_returns_the_checked_columns() -> None:
+    buf = enc(3, [Record(b"a", b"k", 10, (("h", b"v"),)), Record(None, None, 7)])
+    header = read_header(buf)
+    assert body_columns(buf, 0, header) == ((0, 1), (0, -3), (b"k", None), (b"a", None), ((("h", b"v"),), ()))
+    bad = craft(msgpack.packb([[0, 0, None, None, [], None]]))
+    with pytest.raises(CorruptRecordError, match="5-element"):
+        body_columns(bad, 0, read_header(bad))
