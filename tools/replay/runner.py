@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
+import functools
 import os
 import time
 from collections import Counter
@@ -54,6 +56,8 @@ from tools.replay.stats import Latency, Throughput, throughput_interval_ns
 # Time between starting the tasks and the first intended send, so that the first
 # sends are not late only because dozens of tasks were still being created.
 START_LEAD_NS: Final = 20_000_000
+# Unacknowledged steps per producer, Kafka's max.in.flight.requests.per.connection default (5).
+MAX_IN_FLIGHT_STEPS: Final = 5
 # Read size of the verification pass (the engine returns at least one record anyway).
 VERIFY_READ_BYTES: Final = 1 << 20
 # Kafka ListOffsets sentinels accepted as a recorded fetch offset.
@@ -257,8 +261,10 @@ class Replayer:
         self._sent: list[_SentBatch] = []
         self._step_times: list[tuple[int, int]] = []  # (deadline, start) of every paced step
         self._done_steps: dict[str, int] = {s.producer: 0 for s in plan.streams}
-        self._progress_cond = asyncio.Condition()
+        self._pending_done: dict[str, set[int]] = {s.producer: set() for s in plan.streams}
+        self._progress = asyncio.Event()  # replaced after each wake-up: a broadcast to waiting fetches
         self._waiting = 0
+        self._last_send: dict[tuple[str, TopicPartition | None], tuple[int, int]] = {}
         self._received: dict[TopicPartition, list[tuple[int, int]]] = {}
         self._consumed_to: dict[TopicPartition, int] = {}
 
@@ -297,32 +303,78 @@ class Replayer:
     # ------------------------------------------------------------------ producers
 
     async def _run_stream(self, stream: Stream) -> None:
-        pacer, m = self.pacer, self.metrics
-        prev: tuple[int, int] | None = None
-        for n, step in enumerate(stream.steps):
-            deadline = pacer.deadline_ns(step.due_ns)
-            start = await pacer.wait_until(deadline)
-            if isinstance(step, FetchStep) and step.deps and await self._wait_for(step.deps):
-                start = self.clock_ns()  # the wait for earlier sends of other producers is lag too
-            if pacer.paced:
-                m.schedule_lag.record_ns(start - deadline)
-                self._step_times.append((deadline, start))
-                if prev is not None:
-                    m.interarrival_error.record_ns(abs((start - prev[1]) - (deadline - prev[0])))
-                prev = (deadline, start)
-            if isinstance(step, ProduceStep):
-                if len(step.chains) == 1:
-                    await self._send_chain(step.chains[0], stream.producer, deadline)
+        """Dispatch a producer's steps at their deadlines.
+
+        Like a Kafka producer, a producer keeps one chain of appends per
+        partition: a batch for a partition starts when the producer's previous
+        batch for that partition is acknowledged, while batches for other
+        partitions go ahead; at most ``MAX_IN_FLIGHT_STEPS`` steps are
+        unacknowledged at a time. A fetch step first waits for all of the
+        producer's own appends (a session reads its own writes), then for the
+        other producers' steps it depends on.
+        """
+        pacer, producer = self.pacer, stream.producer
+        tails: dict[TopicPartition, asyncio.Task[None]] = {}
+        in_flight: collections.deque[asyncio.Future[list[None]]] = collections.deque()
+        try:
+            for n, step in enumerate(stream.steps):
+                deadline = pacer.deadline_ns(step.due_ns)
+                await pacer.wait_until(deadline)
+                if isinstance(step, ProduceStep):
+                    while len(in_flight) >= MAX_IN_FLIGHT_STEPS:
+                        await in_flight.popleft()
+                    chain_tasks = []
+                    for chain in step.chains:
+                        tp = (chain[0].topic, chain[0].partition)
+                        task = asyncio.create_task(self._send_chain(chain, producer, deadline, tails.get(tp)))
+                        tails[tp] = task
+                        chain_tasks.append(task)
+                    done = asyncio.gather(*chain_tasks)
+                    done.add_done_callback(functools.partial(self._step_done, producer, n))
+                    in_flight.append(done)
                 else:
-                    await asyncio.gather(*(self._send_chain(c, stream.producer, deadline) for c in step.chains))
-            else:
-                await self._fetch(step)
-            self._done_steps[stream.producer] = n + 1
-            if self._waiting:  # skip the lock when no fetch waits
-                async with self._progress_cond:
-                    self._progress_cond.notify_all()
-            if self.progress is not None:
-                self.progress(step.rows)
+                    while in_flight:
+                        await in_flight.popleft()
+                    if step.deps:
+                        await self._wait_for(step.deps)
+                    self._note_send(producer, None, deadline)
+                    await self._fetch(step)
+                    self._step_done(producer, n)
+                if self.progress is not None:
+                    self.progress(step.rows)
+            while in_flight:
+                await in_flight.popleft()
+        finally:
+            for fut in in_flight:  # only when cancelled or failing: do not leave appends behind
+                fut.cancel()
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+    def _note_send(self, producer: str, tp: TopicPartition | None, deadline: int) -> None:
+        """Schedule lag and inter-arrival error of one send (per producer and partition; fetches apart)."""
+        if not self.pacer.paced:
+            return
+        start = self.clock_ns()
+        m = self.metrics
+        m.schedule_lag.record_ns(start - deadline)
+        self._step_times.append((deadline, start))
+        key = (producer, tp)
+        prev = self._last_send.get(key)
+        if prev is not None:
+            m.interarrival_error.record_ns(abs((start - prev[1]) - (deadline - prev[0])))
+        self._last_send[key] = (deadline, start)
+
+    def _step_done(self, producer: str, n: int, _fut: object = None) -> None:
+        """Record that step ``n`` of ``producer`` finished; wake fetches waiting for it."""
+        pending = self._pending_done[producer]
+        pending.add(n)
+        done = self._done_steps[producer]
+        while done in pending:  # steps finish out of order across partitions; count the finished prefix
+            pending.discard(done)
+            done += 1
+        self._done_steps[producer] = done
+        if self._waiting:
+            event, self._progress = self._progress, asyncio.Event()
+            event.set()
 
     async def _wait_for(self, deps: Sequence[tuple[str, int]]) -> bool:
         """Wait until the producers in ``deps`` finished those steps; returns whether it had to wait."""
@@ -336,8 +388,9 @@ class Replayer:
         self.metrics.dependency_waits += 1
         self._waiting += 1
         try:
-            async with self._progress_cond:
-                await asyncio.wait_for(self._progress_cond.wait_for(ready), self.options.dependency_timeout_s)
+            async with asyncio.timeout(self.options.dependency_timeout_s):
+                while not ready():
+                    await self._progress.wait()
         except TimeoutError:
             self.metrics.error("DependencyTimeout", f"a fetch waited {self.options.dependency_timeout_s} s "
                                                     "for earlier produce steps and went ahead")
@@ -345,16 +398,23 @@ class Replayer:
             self._waiting -= 1
         return True
 
-    async def _send_chain(self, chain: list[Batch], producer: str, deadline: int) -> None:
+    async def _send_chain(
+        self, chain: list[Batch], producer: str, deadline: int, after: asyncio.Task[None] | None
+    ) -> None:
+        if after is not None:
+            await asyncio.shield(after)  # the previous batch of this producer for this partition
         m = self.metrics
-        log = self._logs[(chain[0].topic, chain[0].partition)]
-        for batch in chain:
+        tp = (chain[0].topic, chain[0].partition)
+        log = self._logs[tp]
+        for i, batch in enumerate(chain):
             records = [
                 Record(value=r.value, key=r.key, timestamp=r.timestamp_ms, headers=r.headers)
                 for r in batch.records
             ]
             n = len(records)
             m.sent_records += n
+            if i == 0:
+                self._note_send(producer, tp, deadline)
             t0 = self.clock_ns()
             try:
                 res = await log.append(records)
@@ -366,15 +426,12 @@ class Replayer:
             m.batches += 1
             m.acked_records += n
             m.acked_bytes += batch.size_bytes
-            m.per_partition_acked[(batch.topic, batch.partition)] += n
+            m.per_partition_acked[tp] += n
             m.append.record_ns(t1 - t0)
             if self.pacer.paced:
                 m.append_corrected.record_ns(t1 - deadline)
             m.throughput.add(t1 - self.pacer.origin_ns, n, batch.size_bytes)
-            self._sent.append(
-                _SentBatch((batch.topic, batch.partition), res.first_offset, res.last_offset, t0, producer,
-                           batch.records)
-            )
+            self._sent.append(_SentBatch(tp, res.first_offset, res.last_offset, t0, producer, batch.records))
 
     async def _fetch(self, step: FetchStep) -> None:
         m = self.metrics
