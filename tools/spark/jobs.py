@@ -105,7 +105,8 @@ def export_log(spark: Any, log_dir: str, out_dir: str, *, topics: Sequence[str] 
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("log_dir") != log_abs:
             raise PipelineError(
-                f"{manifest_path}: exports of {manifest.get('log_dir')!r}, not {log_abs!r}; use another output directory"
+                f"{manifest_path}: exports of {manifest.get('log_dir')!r}, not {log_abs!r}; "
+                "use another output directory"
             )
     else:
         manifest = {"version": MANIFEST_VERSION, "log_dir": log_abs, "next": {}, "runs": []}
@@ -175,7 +176,7 @@ def _read_inputs(spark: Any, paths: Sequence[str], fmt: str | None) -> Any:
     integer milliseconds (``docs/WORKLOADS.md``); lines without a ``topic``
     (the ``seglog.workload`` metadata line) are dropped.
     """
-    from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
+    from pyspark.sql import functions as F
 
     fmt = fmt or ("json" if _is_jsonl(paths) else "parquet")
     if fmt == "parquet":
@@ -227,7 +228,7 @@ def import_files(
     Raises:
         PipelineError: no input, an unknown format, or rows without a topic.
     """
-    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql import functions as F
 
     if not inputs:
         raise PipelineError("no input files")
@@ -272,7 +273,7 @@ def prepare_workload(
     with ``tools.replay.validate``; with findings nothing is written and they
     are returned. Partition counts are ``partitions``, else derived from the rows.
     """
-    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql import functions as F
 
     from tools.replay.format import COLUMN_TYPES, derive_partitions, read_raw, rows_from_raw, write_workload
     from tools.replay.validate import validate_raw
@@ -331,7 +332,7 @@ def aggregate_reports(spark: Any, inputs: Sequence[str], out_prefix: str) -> lis
     Raises:
         PipelineError: no report among the inputs.
     """
-    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql import functions as F
 
     files: list[str] = []
     for item in inputs:

@@ -178,6 +178,9 @@ class SeglogWriter(DataSourceArrowWriter):  # type: ignore[misc]
         for topic, partition in scan.list_partitions(self.path) if os.path.isdir(self.path) else []:
             counts[topic] = max(counts.get(topic, 0), partition + 1)
         self.partition_counts = counts
+        # The driver makes the job's staging directory; tasks only create files in it, so a task still
+        # running after abort() removed it fails to stage instead of leaving files behind.
+        self.staging.mkdir(parents=True, exist_ok=True)
 
     @property
     def staging(self) -> Path:
@@ -189,15 +192,15 @@ class SeglogWriter(DataSourceArrowWriter):  # type: ignore[misc]
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
         attempt = context.attemptNumber() if context is not None else 0
-        self.staging.mkdir(parents=True, exist_ok=True)
         stager = _Stager(self.staging, task, attempt)
         round_robin = task
         try:
             for batch in iterator:
-                for topic, partition, key, value, timestamp, headers in batch_rows(batch):
-                    topic = self.topic_option or topic
+                for row_topic, row_partition, key, value, timestamp, headers in batch_rows(batch):
+                    topic = self.topic_option or row_topic
                     if topic is None:
                         raise OptionError("a row has a null topic and no topic option is set")
+                    partition = row_partition
                     if partition is None:
                         count = self.partition_counts.get(topic, self.new_partitions)
                         if key is not None:
@@ -234,9 +237,9 @@ class SeglogWriter(DataSourceArrowWriter):  # type: ignore[misc]
             for topic, count in sorted(needed.items()):
                 if topic in existing and self.overwrite:
                     overrides = engine.topic_overrides(topic)
-                    count = max(count, engine.partitions_for(topic))
+                    recreate = max(count, engine.partitions_for(topic))
                     await engine.delete_topic(topic)
-                    await engine.create_topic(topic, partitions=count, config=overrides or None)
+                    await engine.create_topic(topic, partitions=recreate, config=overrides or None)
                 elif topic not in existing:
                     await engine.create_topic(topic, partitions=count)
                 elif engine.partitions_for(topic) < count:
