@@ -32,6 +32,7 @@ import contextlib
 import errno
 import os
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -371,6 +372,15 @@ class SegmentFile:
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
+
+    def __del__(self) -> None:
+        # Garbage collection of an open file: say so (pytest turns it into an error) and release the
+        # descriptor, which nothing else will ever close.
+        if not getattr(self, "_closed", True):
+            self._closed = True
+            warnings.warn(f"unclosed segment file {self._path}", ResourceWarning, stacklevel=2, source=self)
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
 
     @property
     def path(self) -> Path:

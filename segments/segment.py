@@ -369,6 +369,7 @@ class LogSegment:
         await run_to_completion(work())
 
     def __del__(self) -> None:
+        # The .log's SegmentFile and the mapped indexes warn (and release themselves) on their own.
         if not getattr(self, "_closed", True):
             warnings.warn(f"unclosed segment {self._log.path}", ResourceWarning, stacklevel=2, source=self)
 

@@ -288,3 +288,15 @@ async def test_power_loss_can_tear_the_unsynced_tail(tmp_path: Path) -> None:
 def test_failing_ops_refuses_unknown_operations() -> None:
     with pytest.raises(ValueError, match="no operation"):
         FailingOps().fail("write")
+
+
+def test_an_unclosed_file_warns_and_releases_its_descriptor(tmp_path: Path) -> None:
+    import gc
+
+    fd = os.open(tmp_path / "leak.log", os.O_RDWR | os.O_CREAT)
+    f = SegmentFile(tmp_path / "leak.log", fd, size=0, file_length=0, ops=FileOps(), writable=True)
+    with pytest.warns(ResourceWarning, match="unclosed segment file"):
+        del f
+        gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)
