@@ -247,12 +247,19 @@ class RecordingEngine:
     async def produce(self, topic: str, value: bytes | None, *, key: bytes | None = None,
                       timestamp: int | None = None, headers: Sequence[tuple[str, bytes]] = (),
                       partition: int | None = None) -> Any:
-        """Produce one record and record it (``partition`` null when the engine chose it by key)."""
+        """Produce one record and record it.
+
+        The row's partition is null when the engine chose it by key (replay
+        hashes the key the same way), and the engine's choice for a key-less record.
+        """
         ts_ns = self._capture.now_ns()
         kwargs: dict[str, Any] = {"key": key, "timestamp": timestamp, "headers": headers}
         if partition is not None:
             kwargs["partition"] = partition
         result = await self._inner.produce(topic, value, **kwargs)
+        if partition is None and key is None:
+            # The engine took turns among the partitions; keep its choice so the replay matches.
+            partition = getattr(result, "partition", None)
         self._capture.add(
             ts_ns,
             topic=topic,
