@@ -148,8 +148,8 @@ class Check(enum.StrEnum):
     TOPIC_FILE = "topic-file"  # <topic>-<p>/topic.json
     CHECKPOINT = "checkpoint"  # recovery-point / log-start-offset checkpoint files
     GROUP_FILE = "group-file"  # consumer-offsets/<group>.json
-    BATCH = "batch"  # a batch that fails its header or CRC check (not at the tail)
-    TORN_TAIL = "torn-tail"  # the last batch is cut short, or garbage follows the last valid batch
+    BATCH = "batch"  # an invalid batch (magic, length, CRC, offsets): it and all after it would be cut
+    TORN_TAIL = "torn-tail"  # the last batch (or its header) is cut short: a torn write
     ZERO_TAIL = "zero-tail"  # preallocated zero bytes after the last batch
     OFFSETS = "offsets"  # offsets out of order, overlapping or missing between segments
     RECORDS = "records"  # record-level problems found by deep iteration
@@ -827,7 +827,7 @@ def _tail_findings(path: Path, scan: _LogScan | SegmentScan, *, active: bool) ->
         return [Finding(Severity.INFO if active else Severity.WARNING, Check.ZERO_TAIL, path,
                         f"{cut} zero byte(s) after the last batch (preallocated, not trimmed); {_LOG_HINT}",
                         valid_end, next_offset)]
-    check = Check.TORN_TAIL
+    check = Check.TORN_TAIL if incomplete else Check.BATCH
     what = "torn write" if incomplete else "invalid batch"
     return [Finding(Severity.ERROR, check, path,
                     f"{what} at position {valid_end}: {reason}; {cut} byte(s) after the last valid batch; {_LOG_HINT}",

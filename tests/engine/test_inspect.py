@@ -203,7 +203,7 @@ def test_flipped_byte_in_the_middle_is_an_invalid_batch(tmp_path: Path) -> None:
     positions = inspect.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions
     flip_byte(log, positions[1] + 70)  # inside the body of the second batch: the CRC catches it
     report = inspect.verify(tmp_path)
-    torn = [f for f in bad(report) if f.check is Check.TORN_TAIL]
+    torn = [f for f in bad(report) if f.check is Check.BATCH]
     assert len(torn) == 1 and torn[0].position == positions[1] and "CRC" in torn[0].message
     # Index entries now point past the last valid batch, and the next segment no longer follows on.
     assert any(f.check is Check.OFFSET_INDEX for f in bad(report))
@@ -285,7 +285,7 @@ def test_batch_below_the_segment_base_offset(tmp_path: Path) -> None:
     for suffix in (".index", ".timeindex"):
         (directory / f"{0:020d}{suffix}").unlink()
     fs = bad(inspect.verify(tmp_path))
-    assert any(f.check is Check.TORN_TAIL and "below the expected 5" in f.message for f in fs)
+    assert any(f.check is Check.BATCH and "below the expected 5" in f.message for f in fs)
 
 
 def test_topic_file_and_group_file_problems(tmp_path: Path) -> None:
