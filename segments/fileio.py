@@ -644,22 +644,26 @@ def _fsync_dir_sync(ops: FileOps, directory: Path) -> None:
         ops.close(fd)
 
 
+async def _path_op(what: str, path: Path, ops: FileOps | None, fn: Callable[[FileOps, Path], _T]) -> _T:
+    # One hop running fn(ops, path), with OSError translated into StorageError naming path and `what`.
+    chosen = ops or _Defaults.ops
+
+    def work() -> _T:
+        try:
+            return fn(chosen, path)
+        except OSError as exc:
+            raise _storage_error(what, path, exc) from exc
+
+    return await in_thread(work)
+
+
 async def fsync_dir(directory: Path | str, *, ops: FileOps | None = None) -> None:
     """fsync a directory so that creations, renames and removals in it survive power loss.
 
     Raises:
         StorageError: the OS refused.
     """
-    ops = ops or _Defaults.ops
-    directory = Path(directory)
-
-    def work() -> None:
-        try:
-            _fsync_dir_sync(ops, directory)
-        except OSError as exc:
-            raise _storage_error("directory fsync", directory, exc) from exc
-
-    await in_thread(work)
+    await _path_op("directory fsync", Path(directory), ops, _fsync_dir_sync)
 
 
 async def replace(src: Path | str, dst: Path | str, *, ops: FileOps | None = None) -> None:
@@ -668,17 +672,13 @@ async def replace(src: Path | str, dst: Path | str, *, ops: FileOps | None = Non
     Raises:
         StorageError: the OS refused; ``src`` is unchanged then.
     """
-    ops = ops or _Defaults.ops
-    src, dst = Path(src), Path(dst)
+    target = Path(dst)
 
-    def work() -> None:
-        try:
-            ops.replace(str(src), str(dst))
-            _fsync_dir_sync(ops, dst.parent)
-        except OSError as exc:
-            raise _storage_error(f"rename to {dst}", src, exc) from exc
+    def rename(o: FileOps, source: Path) -> None:
+        o.replace(str(source), str(target))
+        _fsync_dir_sync(o, target.parent)
 
-    await in_thread(work)
+    await _path_op(f"rename to {target}", Path(src), ops, rename)
 
 
 def atomic_write_sync(path: Path, data: bytes, ops: FileOps) -> None:
@@ -766,16 +766,7 @@ async def list_dir(path: Path | str, *, ops: FileOps | None = None) -> list[str]
     Raises:
         StorageError: the OS refused (missing directory, permissions).
     """
-    ops = ops or _Defaults.ops
-    path = Path(path)
-
-    def work() -> list[str]:
-        try:
-            return ops.listdir(str(path))
-        except OSError as exc:
-            raise _storage_error("list", path, exc) from exc
-
-    return await in_thread(work)
+    return await _path_op("list", Path(path), ops, lambda o, p: o.listdir(str(p)))
 
 
 async def make_dirs(path: Path | str, *, ops: FileOps | None = None) -> None:
@@ -784,14 +775,9 @@ async def make_dirs(path: Path | str, *, ops: FileOps | None = None) -> None:
     Raises:
         StorageError: the OS refused.
     """
-    ops = ops or _Defaults.ops
-    path = Path(path)
 
-    def work() -> None:
-        try:
-            ops.makedirs(str(path))
-            _fsync_dir_sync(ops, path.parent)
-        except OSError as exc:
-            raise _storage_error("create directory", path, exc) from exc
+    def create(o: FileOps, p: Path) -> None:
+        o.makedirs(str(p))
+        _fsync_dir_sync(o, p.parent)
 
-    await in_thread(work)
+    await _path_op("create directory", Path(path), ops, create)

@@ -1,11 +1,13 @@
-"""Helpers shared by the segment tests: batches in the shapes Kafka's tests use."""
+"""Helpers shared by the segment tests: batches in the shapes Kafka's tests use, a loop-thread I/O recorder."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import threading
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from segments.batch import TimestampType, encode_batch, read_header
+from segments.fileio import Buffer, FileOps
 from segments.records import Record
 from segments.segment import LogSegment
 
@@ -23,3 +25,43 @@ def batch(offset: int, *values: str, ts: int | None = None, now_ms: int = 0) -> 
 
 def size_of(b: bytes) -> int:
     return read_header(b).size
+
+
+class LoopThreadOps(FileOps):
+    """Records every blocking call made on the event-loop thread (none is allowed)."""
+
+    def __init__(self) -> None:
+        self.loop_thread = threading.current_thread()
+        self.on_loop: list[str] = []
+
+    def _note(self, name: str) -> None:
+        if threading.current_thread() is self.loop_thread:
+            self.on_loop.append(name)
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        self._note("open")
+        return super().open(path, flags, mode)
+
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
+        self._note("pwritev")
+        return super().pwritev(fd, buffers, position)
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self._note("pread")
+        return super().pread(fd, size, position)
+
+    def fdatasync(self, fd: int) -> None:
+        self._note("fdatasync")
+        super().fdatasync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        self._note("ftruncate")
+        super().ftruncate(fd, size)
+
+    def replace(self, src: str, dst: str) -> None:
+        self._note("replace")
+        super().replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        self._note("unlink")
+        super().unlink(path)

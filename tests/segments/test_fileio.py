@@ -6,15 +6,15 @@ import asyncio
 import errno
 import os
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from seghelpers import LoopThreadOps
 
 from indexes.errors import ClosedError, StorageError
 from segments import fileio
 from segments.faults import FailingOps, PowerLossOps
-from segments.fileio import Buffer, FileOps, SegmentFile
+from segments.fileio import FileOps, SegmentFile
 
 
 async def test_create_append_read_reopen(tmp_path: Path) -> None:
@@ -185,38 +185,8 @@ async def test_run_read_reruns_the_whole_function_in_a_thread(tmp_path: Path) ->
     await f.close()
 
 
-class _ThreadRecordingOps(FileOps):
-    def __init__(self) -> None:
-        self.on_loop: list[str] = []
-        self.loop_thread = threading.current_thread()
-
-    def _note(self, op: str) -> None:
-        if threading.current_thread() is self.loop_thread:
-            self.on_loop.append(op)
-
-    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
-        self._note("pwritev")
-        return super().pwritev(fd, buffers, position)
-
-    def pread(self, fd: int, size: int, position: int) -> bytes:
-        self._note("pread")
-        return super().pread(fd, size, position)
-
-    def fdatasync(self, fd: int) -> None:
-        self._note("fdatasync")
-        super().fdatasync(fd)
-
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        self._note("open")
-        return super().open(path, flags, mode)
-
-    def ftruncate(self, fd: int, size: int) -> None:
-        self._note("ftruncate")
-        super().ftruncate(fd, size)
-
-
 async def test_no_blocking_call_runs_on_the_event_loop_thread(tmp_path: Path) -> None:
-    ops = _ThreadRecordingOps()
+    ops = LoopThreadOps()
     with fileio.use_ops(ops):
         f = await SegmentFile.open(tmp_path / "t.log", create=True, preallocate_bytes=8192)
         await f.append([b"abc"], fsync=True)

@@ -7,18 +7,16 @@ import asyncio
 import contextlib
 import errno
 import random
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from seghelpers import SegmentFactory
+from seghelpers import LoopThreadOps, SegmentFactory
 
 from segments.batch import TimestampType, encode_batch
 from segments.faults import FailingOps
-from segments.fileio import Buffer, FileOps
 from segments.records import Record
 from segments.segment import LogSegment
 
@@ -91,48 +89,8 @@ async def test_a_cancelled_append_is_all_or_nothing(make_segment: SegmentFactory
     assert [r.offset for r in got.records()] == list(range(next_offset + 1))
 
 
-class _LoopThreadOps(FileOps):
-    """Records every blocking call made on the event-loop thread (none is allowed)."""
-
-    def __init__(self) -> None:
-        self.loop_thread = threading.current_thread()
-        self.on_loop: list[str] = []
-
-    def _note(self, name: str) -> None:
-        if threading.current_thread() is self.loop_thread:
-            self.on_loop.append(name)
-
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        self._note("open")
-        return super().open(path, flags, mode)
-
-    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
-        self._note("pwritev")
-        return super().pwritev(fd, buffers, position)
-
-    def pread(self, fd: int, size: int, position: int) -> bytes:
-        self._note("pread")
-        return super().pread(fd, size, position)
-
-    def fdatasync(self, fd: int) -> None:
-        self._note("fdatasync")
-        super().fdatasync(fd)
-
-    def ftruncate(self, fd: int, size: int) -> None:
-        self._note("ftruncate")
-        super().ftruncate(fd, size)
-
-    def replace(self, src: str, dst: str) -> None:
-        self._note("replace")
-        super().replace(src, dst)
-
-    def unlink(self, path: str) -> None:
-        self._note("unlink")
-        super().unlink(path)
-
-
 async def test_segment_operations_do_no_blocking_io_on_the_loop(make_segment: SegmentFactory) -> None:
-    ops = _LoopThreadOps()
+    ops = LoopThreadOps()
     seg = await make_segment(0, index_interval_bytes=0, preallocate_bytes=1 << 16, ops=ops)
     for i in range(5):
         await seg.append([encoded(i, [b"v"], [i])], fsync=i == 4)
