@@ -31,6 +31,8 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from engine import run
+
 EXIT_OK: Final = 0
 EXIT_FINDINGS: Final = 1
 EXIT_USAGE: Final = 2
@@ -264,7 +266,5 @@ def progress(description: str, total: int | None, *, enabled: bool = True,
 
 
 def run_async(coro: Any) -> Any:
-    """Run a coroutine on uvloop when installed (``engine.runner.run``)."""
-    from engine.runner import run
-
+    """Run a coroutine on uvloop when installed (``engine.run``)."""
     return run(coro)

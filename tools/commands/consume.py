@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine import inspect
+from engine import Engine, inspect
 from engine.errors import UnknownTopicOrPartitionError
 from tools._output import (
     EXIT_OK,
@@ -188,8 +188,6 @@ def run(args: argparse.Namespace) -> int:
         return done or limit_reached()
 
     async def commit() -> None:
-        from engine.engine import Engine
-
         async with Engine.open(path) as writer:
             await writer.commit_offsets(args.group, {(args.topic, p): o for p, o in positions.items()})
 

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine import inspect
+from engine import Engine, inspect
 from engine.errors import UnknownTopicOrPartitionError
 from tools._output import (
     EXIT_OK,
@@ -114,12 +114,15 @@ def describe(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return EXIT_OK
-    dash = lambda v: "-" if v is None else v  # noqa: E731
     print_table([Column("topic"), Column("partition", "right"), Column("committed", "right"),
                  Column("log end", "right"), Column("lag", "right")],
-                [(r["topic"], r["partition"], r["committed"], dash(r["log_end_offset"]), dash(r["lag"]))
+                [(r["topic"], r["partition"], r["committed"], _dash(r["log_end_offset"]), _dash(r["lag"]))
                  for r in rows])
     return EXIT_OK
+
+
+def _dash(value: object) -> object:
+    return "-" if value is None else value
 
 
 def _target(args: argparse.Namespace, path: Path, partition: int) -> int:
@@ -146,8 +149,6 @@ def reset(args: argparse.Namespace) -> int:
     plan = [{"topic": args.topic, "partition": p, "previous": previous.get((args.topic, p)),
              "new": _target(args, path, p)} for p in (args.partition or partitions)]
     if args.execute:
-        from engine.engine import Engine
-
         async def commit() -> None:
             async with Engine.open(path) as engine:
                 await engine.commit_offsets(args.group, {(args.topic, r["partition"]): r["new"] for r in plan})
@@ -166,8 +167,6 @@ def reset(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
-
     path: Path = log_dir_of(args)
 
     async def work() -> bool:

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
+from engine import Engine, Record
+from engine.partitioner import partition_for_key
 from tools._output import (
     EXIT_OK,
     UsageError,
@@ -109,10 +111,6 @@ def _parse_json_line(number: int, line: bytes) -> tuple[Any, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
-    from engine.partitioner import partition_for_key
-    from engine.results import Record
-
     path = log_dir_of(args)
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine import inspect
+from engine import Engine, RecoveryProgress, inspect
 from tools._output import (
     EXIT_OK,
     Column,
@@ -100,8 +100,6 @@ def _dry_run(args: argparse.Namespace, path: Any) -> int:
 
 
 def _recover(args: argparse.Namespace, path: Any) -> int:
-    from engine.engine import Engine, RecoveryProgress
-
     events: list[RecoveryProgress] = []
     total = len(inspect.describe_log_dir(path).partitions)
 

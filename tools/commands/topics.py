@@ -12,8 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine import inspect
-from engine.config import LogConfig
+from engine import Engine, LogConfig, inspect
+from engine.errors import TopicExistsError, UnknownTopicOrPartitionError
 from tools._output import (
     EXIT_OK,
     Column,
@@ -80,9 +80,6 @@ def register(subparsers: Any) -> None:
 
 
 def create(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
-    from engine.errors import TopicExistsError
-
     path = log_dir_of(args, must_exist=False)
     if args.partitions < 1:
         raise UsageError(f"--partitions must be at least 1, got {args.partitions}")
@@ -108,9 +105,6 @@ def create(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    from engine.engine import Engine
-    from engine.errors import UnknownTopicOrPartitionError
-
     path = log_dir_of(args)
 
     async def work() -> bool:
@@ -163,8 +157,6 @@ def describe(args: argparse.Namespace) -> int:
     wanted = args.topics or list(topics)
     missing = [t for t in wanted if t not in topics]
     if missing:
-        from engine.errors import UnknownTopicOrPartitionError
-
         raise UnknownTopicOrPartitionError(f"unknown topic(s) in {path}: {', '.join(missing)}")
     if args.json:
         print_json([
