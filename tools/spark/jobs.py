@@ -50,6 +50,29 @@ MANIFEST_VERSION: Final = 1  # part of the manifest format
 KAFKA_COLUMNS: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 WRITE_COLUMNS: Final = ("topic", "partition", "key", "value", "timestamp", "headers")
 JSONL_SUFFIXES: Final = (".jsonl", ".ndjson", ".json")
+# The workload columns (tools.replay.format.COLUMN_TYPES) as Spark types.
+WORKLOAD_SPARK_TYPES: Final = {
+    "topic": "string",
+    "partition": "int",
+    "key": "binary",
+    "value": "binary",
+    "timestamp": "timestamp",
+    "headers": "array<struct<key:string,value:binary>>",
+    "ts_ns": "bigint",
+    "producer": "string",
+    "seq": "bigint",
+    "value_size": "int",
+    "op": "string",
+    "offset": "bigint",
+    "max_bytes": "int",
+}
+# How JSON Lines carry them where that differs: binary as base64 text, timestamp as ISO 8601 or epoch ms.
+JSON_TYPES: Final = {
+    "key": "string",
+    "value": "string",
+    "timestamp": "string",
+    "headers": "array<struct<key:string,value:string>>",
+}
 
 
 class PipelineError(errors.SeglogError):
@@ -183,28 +206,19 @@ def _read_inputs(spark: Any, paths: Sequence[str], fmt: str | None) -> Any:
         return spark.read.option("mergeSchema", "true").parquet(*paths)
     if fmt != "json":
         raise PipelineError(f"unknown input format {fmt!r}: use parquet or json")
-    df = spark.read.option("primitivesAsString", "true").json(list(paths))
-    if "topic" not in df.columns:
-        raise PipelineError(f"{', '.join(paths)}: no row has a 'topic' field")
-    df = df.where(F.col("topic").isNotNull())
-    for name in ("key", "value"):
-        if name in df.columns:
-            df = df.withColumn(name, F.unbase64(F.col(name)))
-    if "timestamp" in df.columns:
-        ts = F.col("timestamp")
-        df = df.withColumn(
-            "timestamp",
-            F.when(ts.rlike(r"^-?\d+$"), F.timestamp_millis(ts.cast("long"))).otherwise(F.to_timestamp(ts)),
-        )
-    if "headers" in df.columns:
-        df = df.withColumn(
-            "headers",
-            F.transform("headers", lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value"))),
-        )
-    for name, kind in (("partition", "int"), ("offset", "long"), ("ts_ns", "long"), ("seq", "long"),
-                       ("value_size", "int"), ("max_bytes", "int")):
-        if name in df.columns:
-            df = df.withColumn(name, F.col(name).cast(kind))
+    schema = ", ".join(
+        f"{name} {JSON_TYPES.get(name, kind)}" for name, kind in WORKLOAD_SPARK_TYPES.items()
+    )
+    df = spark.read.schema(schema).json(list(paths)).where(F.col("topic").isNotNull())  # drops the metadata line
+    df = df.withColumn("key", F.unbase64("key")).withColumn("value", F.unbase64("value"))
+    ts = F.col("timestamp")
+    df = df.withColumn(
+        "timestamp", F.when(ts.rlike(r"^-?\d+$"), F.timestamp_millis(ts.cast("long"))).otherwise(F.to_timestamp(ts))
+    )
+    return df.withColumn(
+        "headers",
+        F.transform("headers", lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value"))),
+    )
     return df
 
 
@@ -239,9 +253,9 @@ def import_files(
         df = df.withColumn("topic", F.lit(topic))
     if "value" not in df.columns:
         raise PipelineError("the input has no 'value' column")
-    order = [c for c in ("offset", "ts_ns", "seq") if c in df.columns] or ["_seglog_order"]
-    if order == ["_seglog_order"]:
-        df = df.withColumn("_seglog_order", F.monotonically_increasing_id())
+    # Input position breaks ties (and is the only order when the input has no offsets or capture times).
+    order = [c for c in ("offset", "ts_ns", "seq") if c in df.columns] + ["_seglog_order"]
+    df = df.withColumn("_seglog_order", F.monotonically_increasing_id())
     if "op" in df.columns:  # a workload: only produce rows are records
         df = df.where(F.col("op").isNull() | (F.col("op") == "produce"))
     keys = ["topic", "partition"] if "partition" in df.columns else ["topic"]
@@ -281,11 +295,12 @@ def prepare_workload(
     df = _read_inputs(spark, inputs, None)
     for name in COLUMN_TYPES:
         if name not in df.columns:
-            df = df.withColumn(name, F.lit(None))
-    df = df.select(*COLUMN_TYPES).dropDuplicates()
+            df = df.withColumn(name, F.lit(None).cast(WORKLOAD_SPARK_TYPES[name]))
+    df = df.select(*(F.col(n).cast(WORKLOAD_SPARK_TYPES[n]).alias(n) for n in COLUMN_TYPES)).dropDuplicates()
     df = df.withColumn("op", F.coalesce(F.col("op"), F.lit("produce")))
     df = df.withColumn("producer", F.coalesce(F.col("producer"), F.lit("")))
     ordered = df.orderBy(F.col("ts_ns").asc_nulls_first(), "producer", F.col("seq").asc_nulls_first())
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # what tools.replay reads
     with tempfile.TemporaryDirectory(prefix="seglog-prepare-") as tmp:
         ordered.coalesce(1).write.mode("overwrite").parquet(tmp)
         parts = sorted(glob.glob(os.path.join(tmp, "part-*.parquet")))

@@ -47,6 +47,8 @@ def spark_session(
 
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = dict(_LOCAL_CONF) if master.startswith("local") else {}
+    # Parquet timestamps as TIMESTAMP_MICROS (not INT96): what pyarrow and tools.replay read as timestamp[us].
+    settings["spark.sql.parquet.outputTimestampType"] = "TIMESTAMP_MICROS"
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
