@@ -370,7 +370,9 @@ class _LogScan:
                 # The batch runs on past this chunk, not past the file: read from its start,
                 # a chunk big enough for it (its header passed the size check, so it is bounded).
                 if res.valid_end == 0:
-                    chunk = max(self.chunk_bytes, read_header(buf, 0).size)
+                    # Only the header fits, or not even that: grow the chunk to the whole batch.
+                    need = read_header(buf, 0).size if len(buf) >= HEADER_SIZE else HEADER_SIZE
+                    chunk = max(self.chunk_bytes, need)
                 pos += res.valid_end
                 continue
             self.valid_end, self.stop, self.reason = pos + res.valid_end, res.stop, res.reason
@@ -1134,7 +1136,12 @@ class _Verifier:
         previous_next: int | None = None
         for seg in segments:
             self.segments += 1
-            next_offset = self.segment(seg, meta, clean_shutdown=clean_shutdown)
+            try:
+                next_offset = self.segment(seg, meta, clean_shutdown=clean_shutdown)
+            except StorageError as exc:  # unreadable, not inconsistent: name it and go on
+                self.add(Severity.ERROR, Check.DIRECTORY, seg.log_path, str(exc))
+                previous_next = None
+                continue
             if previous_next is not None:
                 if seg.base_offset < previous_next:
                     self.add(Severity.ERROR, Check.OFFSETS, seg.log_path,

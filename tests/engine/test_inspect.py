@@ -556,3 +556,26 @@ def test_group_offsets_skips_unreadable_files(tmp_path: Path) -> None:
     (groups / group_file_name("broken")).write_bytes(b"{")
     assert inspect.group_offsets(tmp_path) == {"billing": {("orders", 0): 7}}
     assert inspect.describe_log_dir(tmp_path).groups == ["billing", "broken"]
+
+
+@pytest.mark.parametrize("chunk", [61, 70, 100, 150, 1000])
+def test_scan_across_chunk_boundaries(tmp_path: Path, chunk: int) -> None:
+    # Batches straddle the pread chunks; a chunk may hold less than a header.
+    simple_log_dir(tmp_path)
+    log = seg_path(tmp_path, "orders", 0, 12)
+    whole = [(b.position, b.header) for b in inspect._LogScan(log, max_batch_bytes=MAX, next_offset=12)]
+    small = inspect._LogScan(log, max_batch_bytes=MAX, next_offset=12, chunk_bytes=chunk)
+    assert [(b.position, b.header) for b in small] == whole
+    assert (small.valid_end, small.next_offset) == (log.stat().st_size, 24)
+    truncate(log, log.stat().st_size - 20)
+    torn = inspect._LogScan(log, max_batch_bytes=MAX, next_offset=12, chunk_bytes=chunk)
+    assert len(list(torn)) == 3 and torn.valid_end == whole[-1][0] and torn.stop.value == "incomplete"
+
+
+def test_an_unreadable_segment_is_a_finding(tmp_path: Path) -> None:
+    simple_log_dir(tmp_path)
+    log = seg_path(tmp_path, "orders", 0, 12)
+    log.unlink()
+    log.mkdir()  # a directory where a .log should be
+    report = inspect.verify(tmp_path)
+    assert any(f.path == log and f.severity is Severity.ERROR for f in report.findings)
