@@ -87,6 +87,8 @@ _RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog re
 _NONE_TYPE = type(None)
 _BIN_TYPES: Final = frozenset({bytes, _NONE_TYPE})
 _INT_ONLY: Final = frozenset({int})
+_NONE_ONLY: Final = frozenset({_NONE_TYPE})
+_INT_OR_NONE: Final = frozenset({int, _NONE_TYPE})
 _TUPLE_ONLY: Final = frozenset({tuple})
 
 _new_record = partial(tuple.__new__, Record)  # skips NamedTuple.__new__'s Python frame: ~2x faster
@@ -203,16 +205,16 @@ def encode_batch(
         raise TypeError("record headers must be a tuple of (str, bytes) pairs")
     if any(headers):
         _check_headers(headers)
-    missing = timestamps.count(None)
-    if timestamp_type is TimestampType.LOG_APPEND_TIME or missing == count:
+    timestamp_types = set(map(type, timestamps))  # one pass tells "all None", "all int" and "mixed"
+    if timestamp_type is TimestampType.LOG_APPEND_TIME or timestamp_types == _NONE_ONLY:
         _check_timestamp(now_ms)
         base_timestamp = max_timestamp = now_ms
         deltas: object = repeat(0)
     else:
-        if missing:
+        if timestamp_types != _INT_ONLY:
+            if not _INT_OR_NONE.issuperset(timestamp_types):
+                raise TypeError("record timestamps must be int milliseconds or None")
             timestamps = tuple(now_ms if t is None else t for t in timestamps)
-        if not _INT_ONLY.issuperset(map(type, timestamps)):
-            raise TypeError("record timestamps must be int milliseconds or None")
         max_timestamp = max(timestamps)
         _check_timestamp(min(timestamps))
         _check_timestamp(max_timestamp)
