@@ -109,6 +109,7 @@ async def test_report_has_every_section_and_sane_percentiles(tmp_path: Path) -> 
     assert report["latency_ms"]["append_corrected"]["p50"] >= report["latency_ms"]["append"]["p50"]
     assert report["fidelity"]["paced"] and report["fidelity"]["intended_duration_s"] == pytest.approx(0.1, abs=0.005)
     assert report["fidelity"]["interarrival_error_ms"]["count"] > 0
+    assert report["fidelity"]["timer_lateness_ms"]["count"] == sum(len(s.steps) for s in plan.streams)
     assert sum(p["records_per_s"] for p in report["throughput"]["series"]) > 0
     assert report["storage"]["segments"] == 1 and report["storage"]["segments_rolled"] == 0
     assert report["storage"]["log_bytes"] > 81 * 100

@@ -98,6 +98,7 @@ def build_report(
             "actual_duration_s": round(duration_s, 3),
             "schedule_lag_p99_ms": lat["schedule_lag"].get("p99"),
             "interarrival_error_ms": m.interarrival_error.summary(),
+            "timer_lateness_ms": m.timer_lateness.summary(),
             "reordered": m.reordered,
             "dependency_waits": m.dependency_waits,
         },
@@ -162,10 +163,11 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
             continue
         table.add_row(kind, str(summary["count"]), _ms(summary, "p50"), _ms(summary, "p90"),
                       _ms(summary, "p99"), _ms(summary, "p99_9"), _ms(summary, "max"))
-    if fid["interarrival_error_ms"].get("count"):
-        s = fid["interarrival_error_ms"]
-        table.add_row("inter-arrival error", str(s["count"]), _ms(s, "p50"), _ms(s, "p90"), _ms(s, "p99"),
-                      _ms(s, "p99_9"), _ms(s, "max"))
+    for label, key in (("inter-arrival error", "interarrival_error_ms"), ("timer lateness", "timer_lateness_ms")):
+        s = fid[key]
+        if s.get("count"):
+            table.add_row(label, str(s["count"]), _ms(s, "p50"), _ms(s, "p90"), _ms(s, "p99"),
+                          _ms(s, "p99_9"), _ms(s, "max"))
     console.print(table)
     for partition in ver["partitions"]:
         if not partition["ok"]:

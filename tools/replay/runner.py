@@ -171,6 +171,9 @@ class ReplayMetrics:
     end_to_end: Latency = field(default_factory=Latency)
     schedule_lag: Latency = field(default_factory=Latency)
     interarrival_error: Latency = field(default_factory=Latency)
+    # How late the pacer woke for each step: the replay tool's own precision, without
+    # the wait behind the producer's previous append that schedule_lag also holds.
+    timer_lateness: Latency = field(default_factory=Latency)
     sent_records: int = 0
     acked_records: int = 0
     failed_records: int = 0
@@ -319,7 +322,9 @@ class Replayer:
         try:
             for n, step in enumerate(stream.steps):
                 deadline = pacer.deadline_ns(step.due_ns)
-                await pacer.wait_until(deadline)
+                woke = await pacer.wait_until(deadline)
+                if pacer.paced:
+                    self.metrics.timer_lateness.record_ns(woke - deadline)
                 if isinstance(step, ProduceStep):
                     while len(in_flight) >= MAX_IN_FLIGHT_STEPS:
                         await in_flight.popleft()
