@@ -86,6 +86,20 @@ def epilog(*examples: str, notes: str = "") -> str:
     return "\n".join(lines)
 
 
+def add_command(
+    subparsers: Any, name: str, *, help: str, examples: Sequence[str], description: str | None = None,
+    notes: str = "", func: Callable[[argparse.Namespace], int] | None = None,
+) -> argparse.ArgumentParser:
+    """Add a (sub)command whose help keeps its line breaks and ends with ``examples``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description or help[:1].upper() + help[1:] + ".",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog(*examples, notes=notes),
+    )
+    if func is not None:
+        parser.set_defaults(func=func)
+    return parser
+
+
 def parse_time(text: str) -> int:
     """A point in time as epoch milliseconds: ISO 8601 (UTC unless a zone is given) or an integer of ms.
 
@@ -227,7 +241,8 @@ def print_table(columns: Sequence[Column | str], rows: Sequence[Sequence[object]
     if console.is_terminal:
         table = Table(title=title, box=None, header_style="bold", pad_edge=False)
         for c in cols:
-            table.add_column(c.header, justify=c.justify, no_wrap=False)  # type: ignore[arg-type]
+            # fold, never ellipsize: a cut file name or offset is worse than a wrapped one
+            table.add_column(c.header, justify=c.justify, overflow="fold")  # type: ignore[arg-type]
         for row in rows:
             table.add_row(*(str(v) for v in row))
         console.print(table)
@@ -240,11 +255,14 @@ def print_table(columns: Sequence[Column | str], rows: Sequence[Sequence[object]
 
 @contextmanager
 def progress(description: str, total: int | None, *, enabled: bool = True,
-             unit: str = "items") -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr; yields ``advance(n)``. A no-op callback when stderr is not a terminal."""
+             unit: str = "items") -> Iterator[Callable[..., None]]:
+    """A rich progress bar on stderr; yields ``advance(n, total=None)``.
+
+    A no-op callback when stderr is not a terminal or ``enabled`` is false.
+    """
     console = stderr_console()
     if not enabled or not console.is_terminal:
-        yield lambda n: None
+        yield lambda n, total=None: None
         return
     columns: list[Any] = [TextColumn("[bold]{task.description}"), BarColumn()]
     columns.append(DownloadColumn() if unit == "bytes" else TextColumn("{task.completed}/{task.total}"))
@@ -253,8 +271,10 @@ def progress(description: str, total: int | None, *, enabled: bool = True,
     task = bar.add_task(description, total=total)
     last = 0.0
 
-    def advance(n: int) -> None:
+    def advance(n: int, total: int | None = None) -> None:
         nonlocal last
+        if total is not None:
+            bar.update(task, total=total)
         bar.advance(task, n)
         now = time.monotonic()
         if now - last >= PROGRESS_REFRESH_S:
@@ -263,6 +283,20 @@ def progress(description: str, total: int | None, *, enabled: bool = True,
 
     with bar:
         yield advance
+
+
+@contextmanager
+def scan_progress(description: str, *, enabled: bool) -> Iterator[Callable[[Any], None]]:
+    """A byte progress bar fed with reports carrying ``bytes_done`` and ``bytes_total`` (``VerifyProgress``)."""
+    with progress(description, None, enabled=enabled, unit="bytes") as advance:
+        last = 0
+
+        def on_progress(report: Any) -> None:
+            nonlocal last
+            advance(report.bytes_done - last, total=report.bytes_total)
+            last = report.bytes_done
+
+        yield on_progress
 
 
 def run_async(coro: Any) -> Any:

@@ -19,6 +19,7 @@ from tools._output import (
     EXIT_OK,
     Column,
     UsageError,
+    add_command,
     add_json,
     add_log_dir,
     epilog,
@@ -45,24 +46,20 @@ def register(subparsers: Any) -> None:
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    ls = sub.add_parser("list", help="list groups", formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog=epilog("seglog groups list --json --log-dir data"))
+    ls = add_command(sub, "list", help="list groups", func=list_groups,
+                     examples=["seglog groups list --json --log-dir data"])
     add_log_dir(ls)
     add_json(ls, "the group names")
-    ls.set_defaults(func=list_groups)
 
-    d = sub.add_parser("describe", help="committed offsets, log end offsets and lag of a group",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog=epilog("seglog groups describe billing --log-dir data"))
+    d = add_command(sub, "describe", help="committed offsets, log end offsets and lag of a group", func=describe,
+                    examples=["seglog groups describe billing --log-dir data"])
     d.add_argument("group", metavar="GROUP")
     add_log_dir(d)
     add_json(d, "one object per partition")
-    d.set_defaults(func=describe)
 
-    r = sub.add_parser("reset", help="move a group's positions (dry run unless --execute)",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog=epilog("seglog groups reset billing --topic orders --to-earliest --execute",
-                                     "seglog groups reset billing --topic orders --partition 0 --to-offset 42"))
+    r = add_command(sub, "reset", help="move a group's positions (dry run unless --execute)", func=reset,
+                    examples=["seglog groups reset billing --topic orders --to-earliest --execute",
+                              "seglog groups reset billing --topic orders --partition 0 --to-offset 42"])
     r.add_argument("group", metavar="GROUP")
     r.add_argument("--topic", required=True, metavar="TOPIC")
     r.add_argument("--partition", "-p", type=int, action="append", metavar="P", help="only partition P (repeatable)")
@@ -75,14 +72,11 @@ def register(subparsers: Any) -> None:
     r.add_argument("--execute", action="store_true", help="commit the new positions (default: only show them)")
     add_log_dir(r)
     add_json(r, "the new positions")
-    r.set_defaults(func=reset)
 
-    x = sub.add_parser("delete", help="forget a group's committed offsets",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog=epilog("seglog groups delete billing --log-dir data"))
+    x = add_command(sub, "delete", help="forget a group's committed offsets", func=delete,
+                    examples=["seglog groups delete billing --log-dir data"])
     x.add_argument("group", metavar="GROUP")
     add_log_dir(x)
-    x.set_defaults(func=delete)
 
 
 def list_groups(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from tools._output import (
     print_table,
     progress,
     run_async,
+    scan_progress,
 )
 
 NOTES = """\
@@ -62,14 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(args: argparse.Namespace, path: Any) -> int:
-    with progress("scan", None, enabled=not args.no_progress, unit="bytes") as advance:
-        last = 0
-
-        def on_progress(p: inspect.VerifyProgress) -> None:
-            nonlocal last
-            advance(p.bytes_done - last)
-            last = p.bytes_done
-
+    with scan_progress("scan", enabled=not args.no_progress) as on_progress:
         plan = inspect.plan_recovery(path, force=True, on_progress=on_progress)
     if args.json:
         print_json({"path": plan.path, "clean_shutdown": plan.clean_shutdown,

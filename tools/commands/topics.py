@@ -18,6 +18,7 @@ from tools._output import (
     EXIT_OK,
     Column,
     UsageError,
+    add_command,
     add_json,
     add_log_dir,
     epilog,
@@ -45,38 +46,32 @@ def register(subparsers: Any) -> None:
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    c = sub.add_parser("create", help="create a topic", formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog=epilog("seglog topics create orders --partitions 3 --config segment.bytes=1048576"))
+    c = add_command(sub, "create", help="create a topic", func=create,
+                    examples=["seglog topics create orders --partitions 3 --config segment.bytes=1048576"])
     c.add_argument("topic", metavar="TOPIC")
     c.add_argument("--partitions", type=int, default=1, metavar="N", help="number of partitions (default 1)")
     c.add_argument("--config", type=key_value_arg, action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config override in Kafka's names, e.g. retention.ms=86400000 (repeatable)")
     c.add_argument("--if-not-exists", action="store_true", help="no error when the topic exists")
     add_log_dir(c)
-    c.set_defaults(func=create)
 
-    ls = sub.add_parser("list", help="list topics", formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog=epilog("seglog topics list --json --log-dir data"))
+    ls = add_command(sub, "list", help="list topics", func=list_topics,
+                     examples=["seglog topics list --json --log-dir data"])
     add_log_dir(ls)
     add_json(ls, "the topics")
-    ls.set_defaults(func=list_topics)
 
-    d = sub.add_parser("describe", help="partitions, segments, sizes, offsets and config of topics",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog=epilog("seglog topics describe orders --segments --log-dir data"))
+    d = add_command(sub, "describe", help="partitions, segments, sizes, offsets and config of topics", func=describe,
+                    examples=["seglog topics describe orders --segments --log-dir data"])
     d.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to describe (default: all)")
     d.add_argument("--segments", action="store_true", help="also list every segment")
     add_log_dir(d)
     add_json(d, "the description")
-    d.set_defaults(func=describe)
 
-    x = sub.add_parser("delete", help="delete a topic and its files",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog=epilog("seglog topics delete orders --log-dir data"))
+    x = add_command(sub, "delete", help="delete a topic and its files", func=delete,
+                    examples=["seglog topics delete orders --log-dir data"])
     x.add_argument("topic", metavar="TOPIC")
     x.add_argument("--if-exists", action="store_true", help="no error when the topic does not exist")
     add_log_dir(x)
-    x.set_defaults(func=delete)
 
 
 def create(args: argparse.Namespace) -> int:

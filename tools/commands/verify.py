@@ -13,7 +13,17 @@ from typing import Any
 
 from engine import inspect
 from engine.inspect import Severity
-from tools._output import EXIT_FINDINGS, EXIT_OK, add_json, add_log_dir, epilog, log_dir_of, note, print_json, progress
+from tools._output import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    add_json,
+    add_log_dir,
+    epilog,
+    log_dir_of,
+    note,
+    print_json,
+    scan_progress,
+)
 
 NOTES = """\
 Checks: batch headers and CRC-32C; offsets increasing inside a segment and
@@ -47,14 +57,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = log_dir_of(args)
-    with progress("verify", None, enabled=not args.no_progress, unit="bytes") as advance:
-        last = 0
-
-        def on_progress(p: inspect.VerifyProgress) -> None:
-            nonlocal last
-            advance(p.bytes_done - last)
-            last = p.bytes_done
-
+    with scan_progress("verify", enabled=not args.no_progress) as on_progress:
         report = inspect.verify(path, deep=args.deep, on_progress=on_progress)
     if args.json:
         print_json({"ok": report.ok, "bad_files": report.bad_files, **_summary(report), "findings": report.findings})
