@@ -37,6 +37,7 @@ from segments.batch import (
     check_header,
     decode_batch,
     decode_batches,
+    header_problem,
     read_header,
     scan_batches,
     verify_crc,
@@ -260,7 +261,6 @@ class LogSegment:
 
         Raises:
             StorageError: the ``.log`` cannot be opened or created.
-            CorruptRecordError: an existing ``.log`` does not start with a batch header.
         """
         directory = Path(directory)
         log_path = directory / f"{filename_prefix(base_offset)}{LOG_SUFFIX}{suffix}"
@@ -280,6 +280,8 @@ class LogSegment:
                 def probe(pread: PRead) -> tuple[BatchHeader | None, tuple[bool, bool]]:
                     head = pread(0, HEADER_SIZE)
                     header = read_header(head) if len(head) == HEADER_SIZE else None
+                    if header is not None and header_problem(header, len(head) + log.size) is not None:
+                        header = None  # garbage (a crash, a preallocated tail): recovery will say what
                     exist = (
                         Path(f"{prefix}{INDEX_SUFFIX}{suffix}").exists(),
                         Path(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}").exists(),

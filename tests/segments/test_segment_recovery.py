@@ -263,3 +263,12 @@ async def test_event_loop_keeps_ticking_while_a_large_segment_is_recovered(
     # loop would show one gap as long as the whole recovery.
     assert len(gaps) >= 5
     assert max(gaps) < max(0.25, elapsed / 3)
+
+
+async def test_a_garbage_first_header_does_not_stop_the_open(make_segment: SegmentFactory, tmp_path: Path) -> None:
+    (tmp_path / "00000000000000000000.log").write_bytes(bytes(4096))  # a crash with a preallocated file
+    seg = await make_segment(0, file_already_exists=True)
+    assert seg.first_batch_timestamp == 2**63 - 1
+    assert await seg.recover(MAX_BATCH) == 4096
+    await seg.append([batch(0, "fresh", ts=77)])
+    assert seg.first_batch_timestamp == 77
