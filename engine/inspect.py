@@ -71,6 +71,7 @@ __all__ = [
     "LogDirInfo",
     "LookupExplanation",
     "PartitionInfo",
+    "LEFTOVER_SUFFIXES",
     "PartitionRecoveryPlan",
     "RecoveryPlan",
     "ScannedBatch",
@@ -1163,15 +1164,16 @@ class _Verifier:
         for name in names:
             path = directory / name
             stem, _, suffix = name.partition(".")
-            if any(name.endswith(s) for s in PENDING_SUFFIXES):
-                self.add(Severity.INFO, Check.FILE_NAME, path, "pending deletion or swap (the engine finishes it)")
+            if name.endswith(LEFTOVER_SUFFIXES):
+                self.add(Severity.INFO, Check.FILE_NAME, path,
+                         "a leftover of an interrupted deletion, swap or write; the engine removes it at open")
             elif "." + suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
                 if base_offset_of(name) is None or name != segment_file_name(int(stem), "." + suffix):
                     self.add(Severity.WARNING, Check.FILE_NAME, path,
                              f"not a segment file name (a {FILE_NAME_DIGITS}-digit base offset is expected); ignored")
                 elif "." + suffix != LOG_SUFFIX and stem not in logs:
                     self.add(Severity.WARNING, Check.ORPHAN, path,
-                             f"index file without {stem}{LOG_SUFFIX}; the engine ignores it")
+                             f"index file without {stem}{LOG_SUFFIX}; the engine removes it at open")
 
     def segment(self, seg: SegmentInfo, meta: _TopicMeta, *, clean_shutdown: bool) -> int:
         """Verify one segment and its indexes; returns its next offset."""
@@ -1198,7 +1200,7 @@ class _Verifier:
             size = seg.index_bytes if suffix == INDEX_SUFFIX else seg.time_index_bytes
             if size is None:
                 self.add(Severity.INFO, Check.MISSING_INDEX, path,
-                         "missing; the engine rebuilds it from the .log when it needs it")
+                         "missing; the engine rebuilds it from the .log at open")
                 continue
             self.indexes += 1
             try:
@@ -1341,14 +1343,15 @@ class SegmentRecovery:
 
 @dataclass(frozen=True, slots=True)
 class PartitionRecoveryPlan:
-    """Recovery of one partition: the recovery point and each segment it would scan."""
+    """Recovery of one partition: the recovery point, each segment it would scan, the files it would remove."""
 
     topic: str
     partition: int
     recovery_point: int
-    segments_before: int  # segments wholly below the recovery point: not scanned
+    segments_before: int  # segments below the recovery point that are not scanned
     segments: list[SegmentRecovery]
     log_end_offset_after: int
+    removed_files: list[Path] = field(default_factory=list)  # leftovers and orphan index files
 
 
 @dataclass(frozen=True, slots=True)
@@ -1363,7 +1366,8 @@ class RecoveryPlan:
 
     @property
     def will_recover(self) -> bool:
-        return self.forced or not self.clean_shutdown
+        """Whether the open would scan any segment or remove any file."""
+        return any(p.segments or p.removed_files for p in self.partitions)
 
     @property
     def bytes_truncated(self) -> int:
@@ -1374,6 +1378,37 @@ class RecoveryPlan:
         return sum(len(p.segments) for p in self.partitions)
 
 
+# Files an engine removes when it loads a partition: leftovers of interrupted deletions, swaps
+# and atomic writes (engine/_fs.py, after Kafka's LogLoader).
+LEFTOVER_SUFFIXES: Final = (*PENDING_SUFFIXES, ".tmp")
+
+
+def _removed_at_open(directory: Path, segments: Sequence[SegmentInfo]) -> list[Path]:
+    bases = {s.base_offset for s in segments}
+    out = []
+    for name in _list_dir(directory):
+        base = base_offset_of(name)
+        suffix = name[FILE_NAME_DIGITS:]
+        if name.endswith(LEFTOVER_SUFFIXES) or (base is not None and suffix in INDEX_SUFFIXES and base not in bases):
+            out.append(directory / name)
+    return out
+
+
+def _recover_segment(seg: SegmentInfo, meta: _TopicMeta, *, why_scanned: str) -> SegmentRecovery:
+    scan = scan_segment(seg.log_path, max_batch_bytes=meta.max_batch_bytes, base_offset=seg.base_offset)
+    rebuilt = [seg.sibling(INDEX_SUFFIX).name, seg.sibling(TIME_INDEX_SUFFIX).name]
+    if seg.txn_index_bytes is not None:
+        rebuilt.append(seg.sibling(TXN_INDEX_SUFFIX).name)
+    if scan.tail is None:
+        return SegmentRecovery(seg.base_offset, seg.log_path, scan.file_bytes, scan.valid_bytes, scan.batch_count,
+                               scan.next_offset, "keep", None, f"{why_scanned}; every batch is valid", rebuilt)
+    kind = {TailKind.ZEROS: "preallocated zero bytes", TailKind.INCOMPLETE: "torn write",
+            TailKind.CORRUPT: "invalid batch"}[scan.tail]
+    return SegmentRecovery(seg.base_offset, seg.log_path, scan.file_bytes, scan.valid_bytes, scan.batch_count,
+                           scan.next_offset, "truncate", scan.valid_bytes,
+                           f"{why_scanned}; {kind} at position {scan.valid_bytes}: {scan.reason}", rebuilt)
+
+
 def plan_recovery(
     log_dir: str | os.PathLike[str],
     *,
@@ -1382,12 +1417,15 @@ def plan_recovery(
 ) -> RecoveryPlan:
     """Say what ``Engine.open`` would recover (with ``force_recovery=force``), changing nothing.
 
-    After an unclean stop (no ``.clean-shutdown`` marker), or when forced, each
-    partition recovers every segment from the one holding its checkpointed
-    recovery point (0 when the checkpoint is missing or unreadable) to the end:
-    each is scanned, cut after its last valid batch, and its offset and time
-    indexes are rebuilt; the segments after a cut one are deleted. Without an
-    unclean stop or ``force`` the plan is empty.
+    The engine's rules (after Kafka's LogLoader): leftovers of interrupted work
+    (``.deleted``, ``.cleaned``, ``.swap``, ``.tmp``) and index files without a
+    ``.log`` are removed; a segment missing its ``.index`` or ``.timeindex`` is
+    recovered even after a clean shutdown; after an unclean stop (no
+    ``.clean-shutdown`` marker), or when forced, every segment from the one
+    holding the checkpointed recovery point (0 when the checkpoint is missing or
+    unreadable) to the end is recovered. Recovering a segment scans it, cuts it
+    after its last valid batch and rebuilds its indexes; when a segment after
+    the recovery point is cut, the segments after it are deleted.
 
     Raises:
         StorageError: the directory is missing or unreadable.
@@ -1396,46 +1434,42 @@ def plan_recovery(
     if not root.is_dir():
         raise StorageError(f"{root}: no such log directory")
     clean = (root / CLEAN_SHUTDOWN_FILE).exists()
+    unclean_open = force or not clean
     points, problem = _read_checkpoint(root, RECOVERY_POINT_CHECKPOINT)
     plans: list[PartitionRecoveryPlan] = []
     dirs = _partition_dirs(root)
-    if force or not clean:
-        done, total = 0, _total_log_bytes([d for _, d in dirs])
-        for key, directory in dirs:
-            meta = _read_topic_file(directory)
-            segments = list_segments(directory)
-            point = (points or {}).get(key, 0)
-            # The segment holding the recovery point and every later one (Kafka's logSegments(rp, MAX)).
-            first = max(0, bisect_right([s.base_offset for s in segments], point) - 1)
-            actions: list[SegmentRecovery] = []
-            end = segments[first - 1].next_base_offset or 0 if first else 0
-            cut = False
-            for seg in segments[first:]:
-                if cut:
-                    actions.append(SegmentRecovery(seg.base_offset, seg.log_path, seg.size_bytes, 0, 0,
-                                                   seg.base_offset, "delete", None,
-                                                   "follows a truncated segment", []))
-                    continue
-                scan = scan_segment(seg.log_path, max_batch_bytes=meta.max_batch_bytes, base_offset=seg.base_offset)
-                done += seg.size_bytes
-                if on_progress is not None:
-                    on_progress(VerifyProgress(done, total, seg.log_path))
-                rebuilt = [seg.sibling(INDEX_SUFFIX).name, seg.sibling(TIME_INDEX_SUFFIX).name]
-                if seg.txn_index_bytes is not None:
-                    rebuilt.append(seg.sibling(TXN_INDEX_SUFFIX).name)
-                if scan.tail is None:
-                    actions.append(SegmentRecovery(seg.base_offset, seg.log_path, scan.file_bytes, scan.valid_bytes,
-                                                   scan.batch_count, scan.next_offset, "keep", None,
-                                                   "every batch is valid", rebuilt))
-                else:
-                    why = {TailKind.ZEROS: "preallocated zero bytes", TailKind.INCOMPLETE: "torn write",
-                           TailKind.CORRUPT: "invalid batch"}[scan.tail]
-                    actions.append(SegmentRecovery(seg.base_offset, seg.log_path, scan.file_bytes, scan.valid_bytes,
-                                                   scan.batch_count, scan.next_offset, "truncate", scan.valid_bytes,
-                                                   f"{why} at position {scan.valid_bytes}: {scan.reason}", rebuilt))
-                    cut = True
-                end = scan.next_offset
-            plans.append(PartitionRecoveryPlan(key[0], key[1], point, first, actions, end))
+    done, total = 0, _total_log_bytes([d for _, d in dirs])
+    for key, directory in dirs:
+        meta = _read_topic_file(directory)
+        segments = list_segments(directory)
+        point = (points or {}).get(key, 0)
+        # The segment holding the recovery point and every later one (Kafka's logSegments(rp, MAX)).
+        first = max(0, bisect_right([s.base_offset for s in segments], point) - 1) if unclean_open else len(segments)
+        actions: list[SegmentRecovery] = []
+        end = _last_segment_next_offset(segments[-1], meta.max_batch_bytes) if segments else 0
+        cut_at: int | None = None
+        for i, seg in enumerate(segments):
+            unclean = i >= first
+            missing = seg.index_bytes is None or seg.time_index_bytes is None
+            if cut_at is not None:
+                actions.append(SegmentRecovery(seg.base_offset, seg.log_path, seg.size_bytes, 0, 0, seg.base_offset,
+                                               "delete", None, f"follows segment {cut_at}, which was cut", []))
+                continue
+            if not unclean and not missing:
+                continue
+            why = "after the recovery point" if unclean else "an index file is missing"
+            action = _recover_segment(seg, meta, why_scanned=why)
+            actions.append(action)
+            done += seg.size_bytes
+            if on_progress is not None:
+                on_progress(VerifyProgress(done, total, seg.log_path))
+            if action.action == "truncate" and unclean:
+                cut_at = seg.base_offset
+                end = action.next_offset
+            elif seg.next_base_offset is None:
+                end = action.next_offset
+        plans.append(PartitionRecoveryPlan(key[0], key[1], point, min(first, len(segments)), actions, end,
+                                           _removed_at_open(directory, segments)))
     return RecoveryPlan(root, clean, force, problem, plans)
 
 

@@ -411,13 +411,14 @@ def test_base_offset_of_and_segment_file_name() -> None:
 def test_plan_after_clean_shutdown_is_empty_unless_forced(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     plan = inspect.plan_recovery(tmp_path)
-    assert not plan.will_recover and plan.partitions == []
+    assert not plan.will_recover and all(p.segments == [] and p.removed_files == [] for p in plan.partitions)
     forced = inspect.plan_recovery(tmp_path, force=True)
     assert forced.will_recover and forced.bytes_truncated == 0
     p0 = forced.partitions[0]
     # The recovery point (36) is the log end: only the segment holding it (the last) is scanned.
     assert (p0.recovery_point, p0.segments_before, [s.base_offset for s in p0.segments]) == (36, 2, [24])
-    assert p0.segments[0].action == "keep" and p0.segments[0].rebuilt_indexes == [
+    assert p0.segments[0].action == "keep" and p0.log_end_offset_after == 36
+    assert p0.segments[0].rebuilt_indexes == [
         f"{24:020d}.index", f"{24:020d}.timeindex"]
 
 
@@ -436,6 +437,23 @@ def test_plan_after_a_crash_truncates_and_deletes_what_follows(tmp_path: Path) -
     assert p0.log_end_offset_after == 18
     deleted = seg_path(tmp_path, "orders", 0, 24).stat().st_size
     assert plan.bytes_truncated == (log.stat().st_size - positions[2]) + deleted
+
+
+def test_plan_after_clean_shutdown_recovers_segments_missing_an_index(tmp_path: Path) -> None:
+    simple_log_dir(tmp_path)
+    seg_path(tmp_path, "orders", 0, 0, ".timeindex").unlink()
+    flip_byte(seg_path(tmp_path, "orders", 0, 0), 150)  # it is cut, but it is not after the recovery point
+    orphan = tmp_path / "orders-0" / f"{99:020d}.index"
+    orphan.write_bytes(b"")
+    leftover = tmp_path / "orders-1" / "topic.json.tmp"
+    leftover.write_bytes(b"")
+    plan = inspect.plan_recovery(tmp_path)
+    assert plan.will_recover
+    p0, p1 = plan.partitions
+    assert [(s.base_offset, s.action) for s in p0.segments] == [(0, "truncate")]  # later segments kept
+    assert "index file is missing" in p0.segments[0].reason
+    assert p0.log_end_offset_after == 36
+    assert (p0.removed_files, p1.removed_files, p1.segments) == ([orphan], [leftover], [])
 
 
 def test_plan_ignores_an_unreadable_recovery_checkpoint(tmp_path: Path) -> None:

@@ -80,9 +80,13 @@ def _dry_run(args: argparse.Namespace, path: Any) -> int:
     print_table(["partition", "segment", "action", "valid bytes", "cut bytes", "next offset", "rebuilt", "reason"],
                 rows)
     if plan.clean_shutdown:
-        note(f"{path}: shut down cleanly; a normal open recovers nothing, 'seglog recover' would do the above")
+        note(f"{path}: shut down cleanly; a normal open recovers only segments missing an index file, "
+             "'seglog recover' does all of the above")
     else:
         note(f"{path}: not shut down cleanly; the next open does the above")
+    for part in plan.partitions:
+        for removed in part.removed_files:
+            note(f"removed at open: {removed} (a leftover of interrupted work, or an index without its .log)")
     if plan.recovery_checkpoint_problem:
         note(f"recovery-point checkpoint unreadable ({plan.recovery_checkpoint_problem}): recovering from offset 0")
     for part in plan.partitions:
