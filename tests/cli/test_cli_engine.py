@@ -269,3 +269,29 @@ def test_a_locked_directory_is_a_one_line_error(data: Path) -> None:
     assert p.returncode == 1
     err = p.stderr.decode()
     assert err.startswith("Error: ") and "another seglog Engine" in err and len(err.splitlines()) == 1
+
+
+def test_read_only_commands_beside_a_live_engine(data: Path) -> None:
+    from engine import Engine, Record
+
+    async def live() -> list[subprocess.CompletedProcess[bytes]]:
+        async with Engine.open(data) as engine:
+            log = engine.log("orders", 1)
+            for i in range(40):
+                await log.append([Record(b"live-%d" % i)])
+            commands = (
+                ("verify", data),
+                ("consume", "orders", "-p", "1", "--log-dir", data),
+                ("offsets", "orders", "--log-dir", data),
+                ("explain", "orders", "1", "--offset", "39", "--log-dir", data),
+            )
+            first = [await asyncio.to_thread(run_seglog, *argv) for argv in commands]
+            await engine.close()  # trims the indexes the readers looked at
+            return first
+
+    verify, consume, offsets, explain = asyncio.run(live())
+    assert verify.returncode == 0, verify.stderr  # preallocated index slots of the active segment are info only
+    assert consume.stdout.splitlines() == [b"live-%d" % i for i in range(40)]
+    assert b"orders:1:40" in offsets.stdout
+    assert b"result:        offset 39" in explain.stdout
+    assert run_seglog("verify", data).returncode == 0
