@@ -139,10 +139,8 @@ def list_topics(args: argparse.Namespace) -> int:
 
 
 def _effective_config(overrides: dict[str, Any]) -> dict[str, str]:
-    try:
-        return LogConfig.from_properties(overrides).to_properties()
-    except Exception:  # an unreadable topic.json: the engine falls back to its default config
-        return LogConfig().to_properties()
+    # inspect hands over overrides only when they parsed; an unreadable topic.json gives {} (the defaults).
+    return LogConfig.from_properties(overrides).to_properties()
 
 
 def describe(args: argparse.Namespace) -> int:
