@@ -24,8 +24,8 @@ from engine.errors import UnknownTopicOrPartitionError
 from tools._output import (
     EXIT_OK,
     UsageError,
+    add_command,
     add_log_dir,
-    epilog,
     iso,
     json_bytes,
     log_dir_of,
@@ -49,18 +49,18 @@ that are not UTF-8 appear as {"base64": ...}) or raw (value bytes + delimiter)."
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "consume",
         help="read records from an offset, earliest/latest or a time; text, JSON Lines or raw",
         description="Read the records of TOPIC (all partitions, or --partition) by offset or by time.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(
+        examples=[
             "seglog consume orders --log-dir data",
             "seglog consume orders --partition 0 --from 100 --max-messages 10 --format json",
             "seglog consume orders --from-time 2026-11-22T10:00:00Z --to-time 2026-11-22T11:00:00Z --print-key",
             "seglog consume orders --group billing --follow",
-            notes=NOTES,
-        ),
+        ],
+        notes=NOTES,
     )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--partition", "-p", type=int, action="append", metavar="P",

@@ -19,8 +19,8 @@ from tools._output import (
     EXIT_FINDINGS,
     EXIT_OK,
     UsageError,
+    add_command,
     add_json,
-    epilog,
     iso,
     note,
     print_json,
@@ -34,16 +34,16 @@ DESCRIPTION = (
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "dump",
         help="print batches, records and index entries of segment files (kafka-dump-log)",
         description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(
+        examples=[
             "seglog dump data/orders-0/00000000000000000000.log --print-data",
             "seglog dump data/orders-0/*.index --verify-index-only",
             "seglog dump data/orders-0/00000000000000000000.log --json | jq '.files[0].batches | length'",
-        ),
+        ],
     )
     p.add_argument("files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .txnindex files")
     p.add_argument("--print-data", action="store_true", help="print each record's key, value and headers")

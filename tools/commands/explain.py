@@ -12,20 +12,20 @@ import argparse
 from typing import Any
 
 from engine import inspect
-from tools._output import EXIT_OK, add_json, add_log_dir, epilog, iso, log_dir_of, print_json, time_arg
+from tools._output import EXIT_OK, add_command, add_json, add_log_dir, iso, log_dir_of, print_json, time_arg
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "explain",
         help="show the lookup path of an offset or a timestamp: segment, index entries, bytes scanned",
         description="Explain how a read at an offset, or a lookup by timestamp (offset_for_timestamp), "
         "finds its record: the segment chosen, the index slots probed, the batches scanned and the result.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(
+        examples=[
             "seglog explain orders 0 --offset 1234 --log-dir data",
             "seglog explain orders 0 --timestamp 2026-11-22T10:00:00Z --json",
-        ),
+        ],
     )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("partition", type=int, metavar="PARTITION")

@@ -22,7 +22,6 @@ from tools._output import (
     add_command,
     add_json,
     add_log_dir,
-    epilog,
     log_dir_of,
     note,
     print_json,
@@ -33,16 +32,16 @@ from tools._output import (
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "groups",
         help="list consumer groups, show committed offsets and lag, reset positions",
         description="Consumer groups of a log directory: committed offsets, lag, resets.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(
+        examples=[
             "seglog groups list --log-dir data",
             "seglog groups describe billing --log-dir data",
             "seglog groups reset billing --topic orders --to-datetime 2026-11-22T10:00:00Z --execute",
-        ),
+        ],
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 

@@ -18,9 +18,9 @@ from engine.errors import UnknownTopicOrPartitionError
 from tools._output import (
     EXIT_OK,
     UsageError,
+    add_command,
     add_json,
     add_log_dir,
-    epilog,
     log_dir_of,
     parse_time,
     print_json,
@@ -36,17 +36,17 @@ SENTINELS = {"earliest": -2, "latest": -1, "max-timestamp": -3, "-2": -2, "-1": 
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "offsets",
         help="earliest, latest, max-timestamp or by-time offset of each partition (kafka-get-offsets)",
         description="Print the offset of each partition of TOPIC for --time (default latest).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(
+        examples=[
             "seglog offsets orders --log-dir data",
             "seglog offsets orders --time earliest",
             "seglog offsets orders --time 2026-11-22T10:00:00Z --json",
-            notes=NOTES,
-        ),
+        ],
+        notes=NOTES,
     )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--partition", "-p", type=int, action="append", metavar="P", help="only partition P (repeatable)")

@@ -24,9 +24,9 @@ from engine.partitioner import partition_for_key
 from tools._output import (
     EXIT_OK,
     UsageError,
+    add_command,
     add_log_dir,
     bytes_of_json,
-    epilog,
     key_value_arg,
     log_dir_of,
     note,
@@ -48,17 +48,17 @@ ms or ISO 8601) and "partition"; a key, value or header value is a string
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "produce",
         help="append records from stdin or a file (lines or JSON Lines)",
         description="Append records to TOPIC from stdin (or --file): one record per line, text or JSON Lines.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(
+        examples=[
             "printf 'hello\\nworld\\n' | seglog produce orders --log-dir data",
             "printf 'k1:v1\\nk2:v2\\n' | seglog produce orders --key-separator : --header source=cli",
             "seglog produce orders --format json --file events.jsonl --json > placed.jsonl",
-            notes=NOTES,
-        ),
+        ],
+        notes=NOTES,
     )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--file", type=Path, metavar="PATH", help="read this file instead of stdin")

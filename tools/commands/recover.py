@@ -17,9 +17,9 @@ from engine import Engine, RecoveryProgress, inspect
 from tools._output import (
     EXIT_OK,
     Column,
+    add_command,
     add_json,
     add_log_dir,
-    epilog,
     log_dir_of,
     note,
     print_json,
@@ -39,13 +39,17 @@ forces it (for example after restoring files from a backup)."""
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "recover",
         help="show (--dry-run) or run crash recovery: truncate torn tails, rebuild indexes",
         description="Show (--dry-run, read-only) or perform what recovery does to a log directory: which "
         "segments are after the recovery point, where each is truncated and why, which indexes are rebuilt.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog("seglog recover data --dry-run", "seglog recover data", notes=NOTES),
+        examples=[
+            "seglog recover data --dry-run",
+            "seglog recover data",
+        ],
+        notes=NOTES,
     )
     p.add_argument("dir", nargs="?", metavar="DIR", help="log directory (default: --log-dir)")
     add_log_dir(p)

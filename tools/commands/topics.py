@@ -21,7 +21,6 @@ from tools._output import (
     add_command,
     add_json,
     add_log_dir,
-    epilog,
     key_value_arg,
     log_dir_of,
     note,
@@ -32,17 +31,17 @@ from tools._output import (
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "topics",
         help="create, list, describe or delete topics",
         description="Create, list, describe or delete the topics of a log directory.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog(
+        examples=[
             "seglog topics create orders --partitions 3 --config retention.ms=86400000 --log-dir data",
             "seglog topics list --log-dir data",
             "seglog topics describe orders --segments --log-dir data",
             "seglog topics delete orders --log-dir data",
-        ),
+        ],
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 

@@ -16,9 +16,9 @@ from engine.inspect import Severity
 from tools._output import (
     EXIT_FINDINGS,
     EXIT_OK,
+    add_command,
     add_json,
     add_log_dir,
-    epilog,
     log_dir_of,
     note,
     print_json,
@@ -38,13 +38,17 @@ crashed engine; shown with --verbose). Exit 0: no error or warning; 1: findings.
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "verify",
         help="check every segment and index of a log directory (read-only); exit 1 on findings",
         description="Check every segment, index and state file of a log directory (or one partition "
         "directory) without changing anything, and name each bad file.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=epilog("seglog verify data", "seglog verify data/orders-0 --deep --json > report.json", notes=NOTES),
+        examples=[
+            "seglog verify data",
+            "seglog verify data/orders-0 --deep --json > report.json",
+        ],
+        notes=NOTES,
     )
     p.add_argument("dir", nargs="?", metavar="DIR", help="log directory or partition directory (default: --log-dir)")
     add_log_dir(p)
