@@ -79,6 +79,9 @@ KNOWN_ATTRIBUTES: Final = 0x3F
 MIN_RECORD_BYTES: Final = 6
 MIN_BODY_BYTES: Final = 1 + MIN_RECORD_BYTES
 MIN_BATCH_SIZE: Final = HEADER_SIZE + MIN_BODY_BYTES  # 68 bytes
+_MIN_BATCH_LENGTH: Final = MIN_BATCH_SIZE - 12  # batch_length of the smallest batch
+_HEADER_BYTES_IN_LENGTH: Final = HEADER_SIZE - 12  # 49 header bytes counted by batch_length
+_REFUSED_ATTRIBUTES: Final = ~0x3F | 0x07  # unknown bits, and any compression codec
 INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
 
@@ -527,37 +530,56 @@ def scan_batches(
     Never raises for bad bytes; the verdict is in the result.
     """
     batches: list[tuple[int, BatchHeader]] = []
+    append = batches.append
     end = len(buf)
     is_bytes = type(buf) is bytes
     view = buf if is_bytes else memoryview(buf)
+    crc32c = google_crc32c.value
+    unpack, make = _unpack_header, _make_header
+    max_length = max_batch_bytes - LOG_OVERHEAD
     while position < end:
         if end - position < HEADER_SIZE:
             return ScanResult(position, batches, ScanStop.INCOMPLETE, "a header is cut short", next_offset)
-        header = _make_header(_unpack_header(buf, position))
-        problem = header_problem(header, max_batch_bytes)
-        if problem is not None:
+        fields = unpack(buf, position)
+        base_offset, batch_length, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count = fields
+        # One fused test of header_problem's rules for the common, valid case (~1 µs per batch
+        # instead of ~3 with the function call); header_problem says what is wrong otherwise.
+        if (
+            magic != MAGIC
+            or not _MIN_BATCH_LENGTH <= batch_length <= max_length
+            or attributes & _REFUSED_ATTRIBUTES
+            or not 0 < count <= last_delta + 1
+            or count * MIN_RECORD_BYTES + _HEADER_BYTES_IN_LENGTH >= batch_length
+            or base_offset < 0
+            or base_offset + last_delta > INT64_MAX
+            or max_ts < base_ts
+        ):
+            problem = header_problem(make(fields), max_batch_bytes) or "implausible header"
             return ScanResult(position, batches, ScanStop.CORRUPT, problem, next_offset)
-        batch_end = position + LOG_OVERHEAD + header.batch_length
+        batch_end = position + LOG_OVERHEAD + batch_length
         if batch_end > end:
             return ScanResult(
-                position, batches, ScanStop.INCOMPLETE, f"a {header.size}-byte batch is cut short", next_offset
+                position,
+                batches,
+                ScanStop.INCOMPLETE,
+                f"a {LOG_OVERHEAD + batch_length}-byte batch is cut short",
+                next_offset,
             )
         chunk = view[position + CRC_START : batch_end]
-        crc = google_crc32c.value(chunk if is_bytes else bytes(chunk))
-        if crc != header.crc:
+        if crc32c(chunk if is_bytes else bytes(chunk)) != crc:
             return ScanResult(
-                position, batches, ScanStop.CORRUPT, f"CRC-32C mismatch at offsets {header.base_offset}..", next_offset
+                position, batches, ScanStop.CORRUPT, f"CRC-32C mismatch at offsets {base_offset}..", next_offset
             )
-        if header.base_offset < next_offset:
+        if base_offset < next_offset:
             return ScanResult(
                 position,
                 batches,
                 ScanStop.CORRUPT,
-                f"base offset {header.base_offset} is below the expected {next_offset}",
+                f"base offset {base_offset} is below the expected {next_offset}",
                 next_offset,
             )
-        batches.append((position, header))
-        next_offset = header.base_offset + header.last_offset_delta + 1
+        append((position, make(fields)))
+        next_offset = base_offset + last_delta + 1
         position = batch_end
     return ScanResult(position, batches, ScanStop.END, "", next_offset)
 

@@ -14,7 +14,15 @@ import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segments.batch import ScanStop, TimestampType, decode_batches, encode_batch, scan_batches
+from segments.batch import (
+    ScanStop,
+    TimestampType,
+    decode_batches,
+    encode_batch,
+    header_problem,
+    read_header,
+    scan_batches,
+)
 from segments.errors import CorruptRecordError
 from segments.records import Record
 
@@ -110,3 +118,20 @@ def test_structurally_wrong_bodies_with_a_valid_crc(body_obj: list[object], lod:
     if out is not None:
         assert all(isinstance(r, Record) for r in out)
         assert all(r.value is None or type(r.value) is bytes for r in out)
+
+
+@FUZZ
+@given(st.binary(min_size=61, max_size=61), st.booleans())
+def test_the_scan_fast_path_agrees_with_header_problem(raw: bytes, plausible_magic: bool) -> None:
+    data = bytearray(raw)
+    if plausible_magic:
+        data[16] = 0x53
+    header = read_header(bytes(data))
+    problem = header_problem(header, MAX)
+    result = scan_batches(bytes(data) + bytes(64), max_batch_bytes=MAX)
+    if problem is not None:
+        assert (result.stop, result.reason) == (ScanStop.CORRUPT, problem)
+    else:
+        # A plausible header: the scan goes on to the length, CRC and offset checks.
+        assert result.reason != "implausible header"
+        assert result.stop is ScanStop.INCOMPLETE or "CRC" in result.reason or "below the expected" in result.reason
