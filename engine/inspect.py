@@ -93,7 +93,6 @@ __all__ = [
     "explain_timestamp",
     "group_offsets",
     "index_sanity_check",
-    "is_log_dir",
     "list_segments",
     "max_batch_bytes_for",
     "offset_for_timestamp",
@@ -1015,11 +1014,6 @@ class LogDirInfo:
     def topics(self) -> list[str]:
         """Topic names, sorted."""
         return sorted({p.topic for p in self.partitions})
-
-
-def is_log_dir(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is an existing directory (an empty one is an empty log directory)."""
-    return Path(path).is_dir()
 
 
 def _partition_dirs(log_dir: Path) -> list[tuple[tuple[str, int], Path]]:
