@@ -71,6 +71,38 @@ def rename_file(source: Path, target: Path, what: str, *, missing_ok: bool) -> N
         raise StorageError(f"{source}: cannot rename {what} to {target}: {exc}") from exc
 
 
+def _read_whole(fd: int, length: int) -> bytes:
+    chunks: list[bytes] = []
+    position = 0
+    while position < length:
+        chunk = os.pread(fd, length - position, position)
+        if not chunk:  # the file shrank meanwhile: the snapshot is what was there
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)
+
+
+def _entries_before_zero_tail(buf: bytes, entries: int, entry_size: int) -> int:
+    """How many leading slots hold entries, in a file whose tail may be zero-filled preallocation.
+
+    Keys strictly increase, so only slot 0 can be all zeros; "slot i >= 1 is
+    all zeros" is false then true along the file, and a binary search finds the
+    first zero slot (a few compares even for 1M slots).
+    """
+    zero = bytes(entry_size)
+    lo, hi = 1, entries  # the answer is in [1, entries] when entries >= 1
+    if entries <= 1:
+        return entries
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if buf[mid * entry_size : (mid + 1) * entry_size] == zero:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 class AbstractIndex(ABC, Generic[EntryT]):
     """A preallocated, memory-mapped file of fixed-size big-endian entries.
 
@@ -154,8 +186,11 @@ class AbstractIndex(ABC, Generic[EntryT]):
             os.close(fd)
             if newly_created and not isinstance(self._mm, mmap.mmap):
                 self._path.unlink(missing_ok=True)  # do not leave a half-made file behind
-        # A new file starts empty; an existing one is taken as full of valid entries.
+        # A new file starts empty; an existing one is taken as full of valid entries (Kafka), except
+        # that a read-only snapshot stops at the preallocated zero slots of a live writer's index.
         self._entries = 0 if newly_created else self._length // self.entry_size
+        if not writable and isinstance(self._mm, bytes):
+            self._entries = _entries_before_zero_tail(self._mm, self._entries, self.entry_size)
         self._reload_last()
         self._closed = False
 
@@ -165,8 +200,13 @@ class AbstractIndex(ABC, Generic[EntryT]):
         length = os.fstat(fd).st_size
         if length == 0:  # mmap refuses empty files; an empty index has nothing to read
             return b"", 0
-        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-        return mmap.mmap(fd, length, access=access), length
+        if not self._writable:
+            # A read-only index is a snapshot read with pread, never a mapping: the writer (maybe
+            # another process) trims a preallocated index when its segment rolls or closes, and a
+            # mapped page past the new end of file kills the reader with SIGBUS on its next lookup.
+            snapshot = _read_whole(fd, length)
+            return snapshot, len(snapshot)
+        return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE), length
 
     def _round_down(self, size: int) -> int:
         return size - size % self.entry_size
