@@ -1087,6 +1087,7 @@ class VerifyReport:
     records: int
     bytes_checked: int
     indexes_checked: int
+    segments_skipped: int = 0  # not modified since ``since_ms``
 
     @property
     def ok(self) -> bool:
@@ -1103,13 +1104,27 @@ class VerifyReport:
 
 
 class _Verifier:
-    def __init__(self, on_progress: Callable[[VerifyProgress], None] | None, total: int, deep: bool) -> None:
+    def __init__(self, on_progress: Callable[[VerifyProgress], None] | None, deep: bool,
+                 since_ms: int | None) -> None:
         self.findings: list[Finding] = []
         self.on_progress = on_progress
-        self.total = total
+        self.total = 0
         self.done = 0
         self.deep = deep
-        self.segments = self.batches = self.records = self.indexes = 0
+        self.since_ms = since_ms
+        self.segments = self.batches = self.records = self.indexes = self.skipped = 0
+
+    def selected(self, seg: SegmentInfo) -> bool:
+        """Whether ``seg`` is checked: always, or (``since_ms``) when one of its files changed since then."""
+        if self.since_ms is None:
+            return True
+        newest = 0
+        for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
+            try:
+                newest = max(newest, seg.sibling(suffix).stat().st_mtime_ns // 1_000_000)
+            except OSError:
+                continue
+        return newest >= self.since_ms
 
     def add(self, severity: Severity, check: Check, path: Path, message: str, *,
             position: int | None = None, offset: int | None = None) -> None:
@@ -1130,6 +1145,12 @@ class _Verifier:
         segments = list_segments(directory)
         previous_next: int | None = None
         for seg in segments:
+            if not self.selected(seg):
+                self.skipped += 1
+                # Not scanned: its successor's base offset cannot be checked against it.
+                previous_next = None if seg.next_base_offset is not None else _last_segment_next_offset(
+                    seg, meta.max_batch_bytes)
+                continue
             self.segments += 1
             try:
                 next_offset = self.segment(seg, meta, clean_shutdown=clean_shutdown)
@@ -1215,14 +1236,15 @@ class _Verifier:
         return scan.next_offset
 
 
-def _total_log_bytes(dirs: Sequence[Path]) -> int:
-    return sum(s.size_bytes for d in dirs for s in list_segments(d))
+def _total_log_bytes(dirs: Sequence[Path], keep: Callable[[SegmentInfo], bool] = lambda s: True) -> int:
+    return sum(s.size_bytes for d in dirs for s in list_segments(d) if keep(s))
 
 
 def verify(
     path: str | os.PathLike[str],
     *,
     deep: bool = False,
+    since_ms: int | None = None,
     on_progress: Callable[[VerifyProgress], None] | None = None,
 ) -> VerifyReport:
     """Check every segment and index under ``path`` (a log directory or one partition directory).
@@ -1235,8 +1257,10 @@ def verify(
     entries and untrimmed slots are reported; orphan index files; the
     transaction index; ``topic.json`` files; the checkpoint files parse and do
     not point beyond a partition's log end; consumer-group files parse.
-    ``deep`` also decodes every record (Kafka's ``--deep-iteration``). Opens
-    every file read-only and changes nothing.
+    ``deep`` also decodes every record (Kafka's ``--deep-iteration``);
+    ``since_ms`` checks only the segments with a file modified at or after that
+    time (epoch ms; the others count as ``segments_skipped``). Opens every file
+    read-only and changes nothing.
 
     Raises:
         StorageError: ``path`` is not a directory or cannot be listed.
@@ -1248,7 +1272,8 @@ def verify(
         n.endswith(LOG_SUFFIX) for n in _list_dir(root)
     )
     dirs = [root] if single else [d for _, d in _partition_dirs(root)]
-    verifier = _Verifier(on_progress, _total_log_bytes(dirs), deep)
+    verifier = _Verifier(on_progress, deep, since_ms)
+    verifier.total = _total_log_bytes(dirs, verifier.selected)
     log_dir = root.parent if single else root
     clean_shutdown = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
     ranges: dict[tuple[str, int], tuple[int, int]] = {}
@@ -1261,7 +1286,7 @@ def verify(
         _verify_checkpoints(verifier, root, ranges)
         _verify_groups(verifier, root)
     return VerifyReport(root, verifier.findings, len(dirs), verifier.segments, verifier.batches,
-                        verifier.records, verifier.done, verifier.indexes)
+                        verifier.records, verifier.done, verifier.indexes, verifier.skipped)
 
 
 def _verify_checkpoints(v: _Verifier, root: Path, ranges: dict[tuple[str, int], tuple[int, int]]) -> None:

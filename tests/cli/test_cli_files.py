@@ -206,3 +206,13 @@ def test_explain_errors(cli: Cli, log_dir: Path) -> None:
 def test_explain_subprocess(log_dir: Path) -> None:
     p = run_seglog("explain", "orders", "0", "--offset", "5", "--log-dir", log_dir)
     assert p.returncode == 0 and b"result:        offset 5" in p.stdout
+
+
+def test_verify_since(cli: Cli, log_dir: Path) -> None:
+    import os
+
+    for p in log_dir.rglob("*"):
+        os.utime(p, (1_700_000_000, 1_700_000_000))
+    r = cli("verify", log_dir, "--since", "2024-01-01T00:00:00Z")
+    assert r.code == 0 and "0 segment(s)" in r.err and "4 segment(s) unchanged since --since, skipped" in r.err
+    assert cli("verify", log_dir, "--since", "2023-01-01").err.count("skipped") == 0

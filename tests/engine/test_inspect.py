@@ -597,3 +597,19 @@ def test_an_unreadable_segment_is_a_finding(tmp_path: Path) -> None:
     log.mkdir()  # a directory where a .log should be
     report = inspect.verify(tmp_path)
     assert any(f.path == log and f.severity is Severity.ERROR for f in report.findings)
+
+
+def test_verify_since_checks_only_recently_modified_segments(tmp_path: Path) -> None:
+    simple_log_dir(tmp_path)
+    old_s = 1_700_000_000  # 2023-11-14
+    for p in tmp_path.rglob("*"):
+        os.utime(p, (old_s, old_s))
+    flip_byte(seg_path(tmp_path, "orders", 0, 0), 100)  # damage in a segment nobody touched since
+    os.utime(seg_path(tmp_path, "orders", 0, 0), (old_s, old_s))
+    append_bytes(seg_path(tmp_path, "orders", 0, 12, ".index"), b"\x01")  # touched now
+    report = inspect.verify(tmp_path, since_ms=(old_s + 60) * 1000)
+    assert (report.segments, report.segments_skipped) == (1, 3)
+    assert report.bad_files == [seg_path(tmp_path, "orders", 0, 12, ".index")]
+    assert not any(f.check is Check.CHECKPOINT for f in report.findings)  # log end offsets still known
+    full = inspect.verify(tmp_path)
+    assert seg_path(tmp_path, "orders", 0, 0) in full.bad_files and full.segments_skipped == 0

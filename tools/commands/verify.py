@@ -23,6 +23,7 @@ from tools._output import (
     note,
     print_json,
     scan_progress,
+    time_arg,
 )
 
 NOTES = """\
@@ -53,6 +54,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("dir", nargs="?", metavar="DIR", help="log directory or partition directory (default: --log-dir)")
     add_log_dir(p)
     p.add_argument("--deep", action="store_true", help="also decode every record (slower)")
+    p.add_argument("--since", type=time_arg, metavar="T",
+                   help="check only segments with a file modified at or after T (ISO 8601 or epoch ms)")
     p.add_argument("-v", "--verbose", action="store_true", help="also print info findings")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is off when not a TTY)")
     add_json(p, "the report (every finding, info included)")
@@ -62,7 +65,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     path = log_dir_of(args)
     with scan_progress("verify", enabled=not args.no_progress) as on_progress:
-        report = inspect.verify(path, deep=args.deep, on_progress=on_progress)
+        report = inspect.verify(path, deep=args.deep, since_ms=args.since, on_progress=on_progress)
     if args.json:
         print_json({"ok": report.ok, "bad_files": report.bad_files, **_summary(report), "findings": report.findings})
     else:
@@ -73,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
     warnings = sum(f.severity is Severity.WARNING for f in report.findings)
     note(
         f"{path}: {report.partitions} partition(s), {report.segments} segment(s), {report.batches} batch(es), "
-        f"{report.records} record(s), {report.bytes_checked} bytes, {report.indexes_checked} index file(s) checked: "
+        f"{report.records} record(s), {report.bytes_checked} bytes, {report.indexes_checked} index file(s) checked"
+        + (f" ({report.segments_skipped} segment(s) unchanged since --since, skipped)" if report.segments_skipped
+           else "")
+        + ": "
         + ("consistent" if report.ok
            else f"{errors} error(s), {warnings} warning(s) in {len(report.bad_files)} file(s)")
     )
@@ -84,5 +90,5 @@ def _summary(report: inspect.VerifyReport) -> dict[str, Any]:
     return {
         "path": report.path, "partitions": report.partitions, "segments": report.segments,
         "batches": report.batches, "records": report.records, "bytes_checked": report.bytes_checked,
-        "indexes_checked": report.indexes_checked,
+        "indexes_checked": report.indexes_checked, "segments_skipped": report.segments_skipped,
     }
