@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import repeat
 from operator import add, lt
 from typing import Final
@@ -123,8 +124,8 @@ def decode_columns(
     log_append = bool(header.attributes & TIMESTAMP_TYPE_BIT)
     # Timestamp bounds are offsets in disguise (Kafka's offsetsForTimes): the first record of the
     # batch whose timestamp reaches the bound, searched over the whole batch, not just [lo, hi).
-    record_ts: tuple[int, ...] | None = None
-    if not log_append:
+    record_ts: tuple[int, ...] | None = None  # built only when a timestamp bound needs it
+    if not log_append and (from_timestamp is not None or until_timestamp is not None):
         record_ts = tuple(map(add, timestamp_deltas, repeat(header.base_timestamp)))
     if from_timestamp is not None:
         lo = max(lo, _first_at_least(header, record_ts, from_timestamp))
@@ -138,7 +139,10 @@ def decode_columns(
     n = hi - lo
     whole = lo == 0 and hi == count
     if whole:
-        out.offsets.extend(map(add, offset_deltas, repeat(base)))
+        if offset_deltas == _dense(count):  # 9 ns a record; range() then beats map(add, ...) by 20
+            out.offsets.extend(range(base, base + count))
+        else:
+            out.offsets.extend(map(add, offset_deltas, repeat(base)))
         out.keys.extend(keys)
         out.values.extend(values)
         out.headers.extend(headers)
@@ -147,8 +151,11 @@ def decode_columns(
         out.keys.extend(keys[lo:hi])
         out.values.extend(values[lo:hi])
         out.headers.extend(headers[lo:hi])
-    if record_ts is None:
+    if log_append:
         out.timestamps.extend(repeat(header.max_timestamp, n))
+    elif record_ts is None:
+        deltas = timestamp_deltas if whole else timestamp_deltas[lo:hi]
+        out.timestamps.extend(map(add, deltas, repeat(header.base_timestamp)))
     else:
         out.timestamps.extend(record_ts if whole else record_ts[lo:hi])
     out.timestamp_types.extend(repeat(1 if log_append else 0, n))
@@ -172,15 +179,28 @@ def _first_at_least(header: BatchHeader, record_ts: tuple[int, ...] | None, boun
     return header.record_count  # pragma: no cover - max_timestamp >= bound guarantees a hit
 
 
+@lru_cache(maxsize=64)
+def _dense(count: int) -> tuple[int, ...]:
+    """``(0, 1, ..., count - 1)``: the offset deltas of a batch without gaps (cached per batch size)."""
+    return tuple(range(count))
+
+
 def _columns_problem(header: BatchHeader, columns: tuple[tuple[object, ...], ...]) -> str | None:
     # The checks of FORMAT.md §2.3 rule 8 on whole columns: C-level set(map(type, ...)) costs ~30 ns
     # a record; headers are looked at pair by pair only when a batch has any.
     offset_deltas, timestamp_deltas, keys, values, headers = columns
-    if not _INT_ONLY.issuperset(map(type, offset_deltas)) or not _INT_ONLY.issuperset(map(type, timestamp_deltas)):
-        return "an offset or timestamp delta is not an integer"
-    deltas: tuple[int, ...] = offset_deltas  # type: ignore[assignment]  # checked just above
-    if deltas[0] < 0 or deltas[-1] > header.last_offset_delta or not all(map(lt, deltas, deltas[1:])):
+    # Dense deltas 0..n-1 (what seglog writes) pass the type and order checks in one C-level compare:
+    # 9 ns a record instead of 60.
+    if offset_deltas != _dense(len(offset_deltas)):
+        if not _INT_ONLY.issuperset(map(type, offset_deltas)):
+            return "an offset delta is not an integer"
+        deltas: tuple[int, ...] = offset_deltas  # type: ignore[assignment]  # checked just above
+        if deltas[0] < 0 or not all(map(lt, deltas, deltas[1:])):
+            return f"offset deltas are not increasing within [0, {header.last_offset_delta}]"
+    if offset_deltas[-1] > header.last_offset_delta:  # type: ignore[operator]  # ints, checked above
         return f"offset deltas are not increasing within [0, {header.last_offset_delta}]"
+    if not _INT_ONLY.issuperset(map(type, timestamp_deltas)):
+        return "a timestamp delta is not an integer"
     ts_deltas: tuple[int, ...] = timestamp_deltas  # type: ignore[assignment]  # checked above
     if not header.attributes & TIMESTAMP_TYPE_BIT and (
         min(ts_deltas) < -header.base_timestamp or max(ts_deltas) != header.max_timestamp - header.base_timestamp
