@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Result, run_seglog
+from cliharness import ROOT, Result, run_seglog, seglog_command
 from segfiles import T0, truncate
 
 from engine import inspect
@@ -238,11 +238,9 @@ def test_produce_and_consume_through_real_processes(data: Path) -> None:
 
 
 def test_consume_follow_sees_appends_from_another_process(data: Path) -> None:
-    from conftest import ROOT
-
-    script = Path(sys.executable).parent / "seglog"
     follower = subprocess.Popen(
-        [str(script), "consume", "orders", "-p", "0", "--follow", "--poll-ms", "50", "-n", "2", "--log-dir", str(data)],
+        [*seglog_command(), "consume", "orders", "-p", "0", "--follow", "--poll-ms", "50", "-n", "2",
+         "--log-dir", str(data)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
     )
     try:

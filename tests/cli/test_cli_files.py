@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import Result, run_seglog
+from cliharness import Result, run_seglog
 from segfiles import append_bytes, flip_byte, truncate
 
 from engine import inspect

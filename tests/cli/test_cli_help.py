@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Result, run_seglog
+from cliharness import ROOT, Result, run_seglog
 
 from tools.cli import build_parser
 
