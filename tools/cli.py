@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "record",
     "workload",
     "pipeline",
+    "bench",
 )
 
 __all__ = ["COMMAND_MODULES", "EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]

@@ -1,0 +1,23 @@
+"""``seglog bench``: seglog's speed beside the raw limits of the machine and beside its peers, in one run.
+
+Owns the benchmark workloads (``tools.bench.workloads``), the raw references and
+peers they are compared with (``tools.bench.references``), the scaling runs
+(``tools.bench.scaling``), the orchestration and the report — a table, JSON
+and the ratios the acceptance targets of issues 4 and 8 are stated in
+(``tools.bench.report``). ``docs/PERFORMANCE.md`` explains every figure.
+
+Every figure is measured in the same process and run as its denominator, with
+variants interleaved round by round (research/perf.md: absolute numbers move
+by ±30-40 % on this shared machine, same-run ratios by ±5-10 points).
+Timing assertions never go into the test suite; the smoke test only checks
+that a quick run emits every key.
+
+Uses only what ``engine`` exports (plus its private ``Engine._abort_open``,
+the documented way to leave a directory as a crash would), the standard
+library, msgpack, google-crc32c, sqlite3, diskcache and rich.
+"""
+
+from tools.bench.report import RATIO_KEYS, ROW_KEYS, SCALING_KEYS, Report
+from tools.bench.runner import SECTIONS, BenchOptions, run_bench
+
+__all__ = ["RATIO_KEYS", "ROW_KEYS", "SCALING_KEYS", "SECTIONS", "BenchOptions", "Report", "run_bench"]

@@ -1,0 +1,149 @@
+"""Scaling runs: clean open vs listing, unclean recovery vs bytes after the recovery point, lookups vs log size.
+
+Directories are built through the engine, then copied or re-checkpointed at
+the file level to reach the states a long-running broker would leave: many
+partitions after a clean shutdown, or a crash with a given recovery point.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from engine import Engine, LogConfig, Record
+from tools.bench.data import BASE_TIMESTAMP_MS, Dataset
+from tools.bench.timing import now
+from tools.bench.workloads import TOPIC
+
+RECOVERY_POINT_FILE: Final = "recovery-point-offset-checkpoint"  # DESIGN §2
+CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"  # DESIGN §2
+SEGMENTS_PER_PARTITION: Final = 10
+
+
+# ------------------------------------------------------------------------------------ clean open
+
+
+async def build_many_partitions(root: Path, partitions: int, batches_per_segment: int, data: Dataset) -> int:
+    """A log directory of ``partitions`` x 10 segments after a clean shutdown; returns its ``.log`` bytes.
+
+    The engine creates the topic and fills partition 0 (a batch of 30 records
+    per ``batches_per_segment``, a roll after each segment); the other
+    partitions get copies of partition 0's segment files.
+    """
+    batch = data.records[:30]
+    async with Engine.open(root) as engine:
+        await engine.create_topic(TOPIC, partitions=partitions)
+        log = engine.log(TOPIC, 0)
+        for segment in range(SEGMENTS_PER_PARTITION):
+            for _ in range(batches_per_segment):
+                await log.append(batch)
+            if segment < SEGMENTS_PER_PARTITION - 1:
+                await log.roll()
+    source = root / f"{TOPIC}-0"
+    files = [p for p in source.iterdir() if p.suffix in (".log", ".index", ".timeindex")]
+    for partition in range(1, partitions):
+        target = root / f"{TOPIC}-{partition}"
+        for stale in target.iterdir():
+            if stale.suffix in (".log", ".index", ".timeindex"):
+                stale.unlink()
+        for path in files:
+            shutil.copyfile(path, target / path.name)
+    return partitions * sum(p.stat().st_size for p in files if p.suffix == ".log")
+
+
+async def timed_open(root: Path) -> float:
+    """Seconds for ``Engine.open`` of ``root`` (the close afterwards is not timed)."""
+    start = now()
+    engine = await Engine.open(root)
+    elapsed = now() - start
+    await engine.close()
+    return elapsed
+
+
+# ------------------------------------------------------------------------------------ recovery
+
+
+@dataclass(slots=True)
+class CrashCase:
+    name: str
+    root: Path
+    checkpoint: bytes  # the recovery-point checkpoint a crash would have left
+    bytes_after: int  # bytes of the segments from the recovery point on
+    bytes_total: int
+
+
+async def _fill_to(engine: Engine, data: Dataset, target_bytes: int, cursor: Iterator[list[Record]]) -> None:
+    log = engine.log(TOPIC, 0)
+    while log.size_bytes < target_bytes:
+        await log.append(next(cursor))
+
+
+def _cycle(data: Dataset) -> Iterator[list[Record]]:
+    batches = data.batches(1000)
+    while True:
+        yield from batches
+
+
+async def build_crash_cases(root: Path, data: Dataset, unit_bytes: int) -> list[CrashCase]:
+    """Two partitions' worth of directories and four crash states over them.
+
+    ``big`` holds 4 units of segments (a roll after each unit) and ``small`` 2;
+    the recovery point of each case sits on a segment boundary so the bytes
+    after it are exact: (4 units, 4 after), (4, 2), (4, 1) and (2, 1).
+    """
+    cases: list[CrashCase] = []
+    config = LogConfig(segment_bytes=1 << 30)
+    for name, units, afters in (("big", 4, (4, 2, 1)), ("small", 2, (1,))):
+        directory = root / name
+        checkpoints: dict[int, bytes] = {}
+        async with Engine.open(directory, config) as engine:
+            await engine.create_topic(TOPIC, partitions=1)
+            log = engine.log(TOPIC, 0)
+            cursor = _cycle(data)
+            for unit in range(units):
+                await engine.flush()  # the checkpoint now says: recovered up to here
+                checkpoints[units - unit] = (directory / RECOVERY_POINT_FILE).read_bytes()
+                await _fill_to(engine, data, (unit + 1) * unit_bytes, cursor)
+                if unit < units - 1:
+                    await log.roll()
+            total = log.size_bytes
+        sizes = sorted((int(p.name.split(".")[0]), p.stat().st_size) for p in (directory / f"{TOPIC}-0").glob("*.log"))
+        for after in afters:
+            after_bytes = sum(size for _, size in sizes[units - after :])
+            label = f"total {units}X, after {after}X"
+            cases.append(CrashCase(label, directory, checkpoints[after], after_bytes, total))
+    return cases
+
+
+async def timed_recovery(case: CrashCase) -> tuple[float, int]:
+    """Leave ``case.root`` as a crash would (its checkpoint, no clean-shutdown marker), then time the open.
+
+    Returns (seconds, bytes the engine reports recovered).
+    """
+    (case.root / RECOVERY_POINT_FILE).write_bytes(case.checkpoint)
+    (case.root / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+    recovered = [0]
+
+    def on_progress(progress: object) -> None:
+        recovered[0] += getattr(progress, "bytes_recovered", 0)
+
+    start = now()
+    engine = await Engine.open(case.root, on_progress=on_progress)
+    elapsed = now() - start
+    if engine.had_clean_shutdown:
+        raise RuntimeError(f"{case.root}: expected an unclean open")
+    await engine._abort_open()  # close without the clean-shutdown marker: the next open recovers again
+    return elapsed, recovered[0]
+
+
+# ------------------------------------------------------------------------------------ lookups
+
+
+def tiny_batches(count: int, batch: int) -> Iterator[list[Record]]:
+    """``count`` records of 1-byte values, no key, timestamps 1 ms apart, made batch by batch (no big list)."""
+    value = b"x"
+    for first in range(0, count, batch):
+        yield [Record(value, None, BASE_TIMESTAMP_MS + i) for i in range(first, min(first + batch, count))]

@@ -1,0 +1,82 @@
+"""``seglog bench [--quick] [--json [PATH]] [--only NAME,...]``: seglog's speed beside its denominators, one run.
+
+A thin shell over :mod:`tools.bench`: parse the options, run the sections,
+print the table (stdout) and the JSON report (stdout or PATH). Progress lines
+go to stderr. docs/PERFORMANCE.md explains every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tools._output import EXIT_OK, UsageError, epilog, note
+from tools.bench import SECTIONS, BenchOptions, run_bench
+
+NOTES = f"""\
+Sections: {", ".join(SECTIONS)}. Every figure is printed beside its raw
+reference (msgpack + os.write; read + unpack; one executor round trip; read +
+CRC-32C) and beside sqlite3 WAL (synchronous=NORMAL and FULL) and diskcache
+doing the same work, measured in the same run with the variants interleaved
+round by round; the ratios and their targets are printed last. A full run
+takes a few minutes and ~2 GB of scratch space under --workdir (default: the
+system temp dir); --quick is a smoke test of a few seconds (its figures are
+not meaningful). See docs/PERFORMANCE.md."""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="benchmark seglog against the machine's raw limits, sqlite3 and diskcache (ratios, same run)",
+        description="Measure produce, fetch, point and timestamp reads, subscribe latency, recovery, clean "
+        "open and memory, each beside its raw reference and its peers, plus the scaling runs; print a "
+        "table and the ratios the performance targets are stated in.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(
+            "seglog bench --json bench.json",
+            "seglog bench --quick --json",
+            "seglog bench --only produce,lookup",
+            notes=NOTES,
+        ),
+    )
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke test (seconds)")
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="PATH",
+        help="write the JSON report to PATH (default, or '-': stdout, and no table)",
+    )
+    p.add_argument("--only", default=None, metavar="NAME,...", help=f"run only these sections ({', '.join(SECTIONS)})")
+    p.add_argument("--workdir", default=None, metavar="DIR", help="scratch directory (default: system temp dir)")
+    p.add_argument("--seed", type=int, default=7, help="seed of the random offsets and timestamps (default 7)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    only = tuple(SECTIONS)
+    if args.only:
+        only = tuple(name.strip() for name in args.only.split(",") if name.strip())
+        unknown = [name for name in only if name not in SECTIONS]
+        if unknown or not only:
+            raise UsageError(
+                f"--only: unknown section(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SECTIONS)}"
+            )
+    workdir = Path(args.workdir) if args.workdir else None
+    if workdir is not None and not workdir.is_dir():
+        raise UsageError(f"--workdir {workdir}: not a directory")
+    report = run_bench(BenchOptions(quick=args.quick, only=only, workdir=workdir, seed=args.seed, progress=note))
+    document = report.as_json()
+    document["command"] = "seglog bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "seglog bench"
+    if args.json == "-":
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return EXIT_OK
+    report.print()
+    if args.json:
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        note(f"JSON report written to {args.json}")
+    return EXIT_OK
