@@ -340,6 +340,45 @@ def verify_crc(buf: bytes | bytearray | memoryview, position: int, header: Batch
 # --------------------------------------------------------------------------------------- decode
 
 
+def _decode_single(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> Record | None:
+    # One-record batches (a producer appending one record at a time) are common; the column
+    # machinery costs ~2 µs of fixed overhead per batch, this path ~1 µs. It accepts only the exact
+    # shape seglog writes and returns None for anything else, which then gets the full checks.
+    body_start = position + HEADER_SIZE
+    body_end = position + LOG_OVERHEAD + header.batch_length
+    if body_end > len(buf) or body_end - body_start < MIN_BODY_BYTES:
+        return None
+    try:
+        body = msgpack.unpackb(
+            memoryview(buf)[body_start:body_end], use_list=False, raw=False, max_map_len=0, max_ext_len=0,
+            max_bin_len=body_end - body_start, max_str_len=body_end - body_start, max_array_len=8,
+        )
+    except Exception:  # the full path reports it
+        return None
+    if type(body) is not tuple or len(body) != 1:
+        return None
+    row = body[0]
+    if type(row) is not tuple or len(row) != 5:
+        return None
+    offset_delta, timestamp_delta, key, value, headers = row
+    if (
+        offset_delta.__class__ is not int
+        or timestamp_delta.__class__ is not int
+        or not 0 <= offset_delta <= header.last_offset_delta
+        or key.__class__ not in _BIN_TYPES
+        or value.__class__ not in _BIN_TYPES
+        or headers != ()
+    ):
+        return None
+    if header.attributes & TIMESTAMP_TYPE_BIT:
+        timestamp = header.max_timestamp
+    else:
+        timestamp = header.base_timestamp + timestamp_delta
+        if timestamp != header.max_timestamp or timestamp < 0:
+            return None
+    return _new_record((value, key, timestamp, (), header.base_offset + offset_delta))
+
+
 BodyColumns = tuple[
     tuple[int, ...],  # offset deltas
     tuple[int, ...],  # timestamp deltas
@@ -404,6 +443,10 @@ def decode_batch(
     Raises:
         CorruptRecordError: as :func:`body_columns`.
     """
+    if header.record_count == 1:
+        record = _decode_single(buf, position, header)
+        if record is not None:
+            return [record] if record.offset >= start_offset else []
     offset_deltas, timestamp_deltas, keys, values, headers = body_columns(buf, position, header)
     count = len(offset_deltas)
     skip = 0

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from segments.batch import (
     ScanStop,
     TimestampType,
+    body_columns,
+    decode_batch,
     decode_batches,
     encode_batch,
     header_problem,
@@ -135,3 +137,41 @@ def test_the_scan_fast_path_agrees_with_header_problem(raw: bytes, plausible_mag
         # A plausible header: the scan goes on to the length, CRC and offset checks.
         assert result.reason != "implausible header"
         assert result.stop is ScanStop.INCOMPLETE or "CRC" in result.reason or "below the expected" in result.reason
+
+
+single_rows = st.tuples(
+    st.one_of(st.integers(-2, 3), st.booleans(), st.floats(allow_nan=False)),
+    st.one_of(st.integers(-(2**40), 2**40), st.booleans(), st.just(1.5)),
+    st.one_of(st.none(), st.binary(max_size=4), st.text(max_size=2)),
+    st.one_of(st.none(), st.binary(max_size=4), st.text(max_size=2)),
+    st.one_of(st.just([]), st.just([["k", b"v"]]), st.just([["k", "v"]]), st.just(7)),
+)
+
+
+@FUZZ
+@given(single_rows, st.integers(0, 3), st.integers(0, 2**41), st.booleans())
+def test_the_one_record_fast_path_agrees_with_the_column_path(
+    row: tuple[object, ...], lod: int, base_ts: int, log_append_time: bool
+) -> None:
+    body = msgpack.packb([list(row)], use_bin_type=True)
+    body += b"\xc0" * max(0, 7 - len(body))
+    td = row[1] if type(row[1]) is int else 0
+    max_ts = max(base_ts + td, base_ts)
+    attributes = 0x08 if log_append_time else 0
+    tail = struct.pack(">hiqqqhii", attributes, lod, base_ts, max_ts, -1, -1, -1, 1) + body
+    buf = struct.pack(">qiibI", 5, 49 + len(body), -1, 0x53, google_crc32c.value(tail)) + tail
+    header = read_header(buf)
+    try:
+        fast = decode_batch(buf, 0, header)
+    except CorruptRecordError:
+        fast = None
+    try:
+        columns = body_columns(buf, 0, header)
+    except CorruptRecordError:
+        columns = None
+    assert (fast is None) == (columns is None)
+    if fast is not None and columns is not None:
+        (record,) = fast
+        assert (record.offset, record.key, record.value, record.headers) == (
+            5 + columns[0][0], columns[2][0], columns[3][0], columns[4][0]
+        )
