@@ -71,6 +71,7 @@ def test_every_pushdown_opens_only_the_segments_it_needs(spark: Any, log_dir: Pa
     ts = BASE_TS + 6000  # record 600 of every partition that has one
     cases = [
         ("topic = 'b'", lambda t, p, i: t == "b", overlapping(log_dir, "b", 0, 0, 79)),
+        ("topic LIKE 'b%'", lambda t, p, i: t == "b", overlapping(log_dir, "b", 0, 0, 79)),
         ("topic IN ('a') AND partition = 1", lambda t, p, i: (t, p) == ("a", 1), overlapping(log_dir, "a", 1, 0, 149)),
         (
             "topic = 'a' AND partition = 0 AND offset >= 500 AND offset < 520",

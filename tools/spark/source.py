@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +36,7 @@ from pyspark.sql.datasource import (
     IsNotNull,
     LessThan,
     LessThanOrEqual,
+    StringStartsWith,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
@@ -77,6 +78,7 @@ class PushedBounds:
     end_offset: int = _NO_END
     from_timestamp: int | None = None
     until_timestamp: int | None = None
+    topic_prefixes: list[str] = field(default_factory=list)  # topic LIKE 'orders%'
     unsatisfiable: bool = False  # e.g. topic = 'a' AND topic = 'b'
 
     def narrow_set(self, current: set[Any] | None, values: Iterable[Any]) -> set[Any]:
@@ -98,6 +100,9 @@ def _push(bounds: PushedBounds, f: Filter, timestamp_mode: str) -> bool:
     column = f.attribute[0] if len(f.attribute) == 1 else None
     if isinstance(f, IsNotNull):
         return column in ("topic", "partition", "offset", "timestamp")  # never null in seglog
+    if column == "topic" and isinstance(f, StringStartsWith):
+        bounds.topic_prefixes.append(f.value)
+        return True
     if column == "topic" and isinstance(f, (EqualTo, In)):
         bounds.topics = bounds.narrow_set(bounds.topics, [f.value] if isinstance(f, EqualTo) else f.value)
         return True
@@ -181,6 +186,8 @@ def plan_read(
         if not opts.selects(topic):
             continue
         if pushed.topics is not None and topic not in pushed.topics:
+            continue
+        if not all(topic.startswith(prefix) for prefix in pushed.topic_prefixes):
             continue
         if pushed.partitions is not None and partition not in pushed.partitions:
             continue
