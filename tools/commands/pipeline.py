@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
     jobs = p.add_subparsers(dest="job", metavar="JOB", required=True)
 
     def job(name: str, help_text: str, example: str) -> argparse.ArgumentParser:
-        q = jobs.add_parser(name, help=help_text, description=help_text,
+        q: argparse.ArgumentParser = jobs.add_parser(name, help=help_text, description=help_text,
                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=f"Example:\n  {example}")
         q.add_argument("--master", default="local[2]", help="Spark master URL, as spark-submit's (default local[2])")
         q.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
@@ -117,8 +117,9 @@ def _export(args: argparse.Namespace) -> int:
     def body(spark: Any) -> int:
         result = export_log(spark, args.log_dir, args.out_dir, topics=args.topics)
         doc = {"ranges": result.ranges, "gaps": result.gaps, "offsets": result.offsets, "manifest": result.manifest}
+        gaps = f"; {len(result.gaps)} gap(s) left by retention" if result.gaps else ""
         _emit(args, doc, f"exported {result.offsets} offsets from {len(result.ranges)} partition(s) "
-                         f"to {args.out_dir}" + (f"; {len(result.gaps)} gap(s) left by retention" if result.gaps else ""))
+                         f"to {args.out_dir}{gaps}")
         return 0
 
     return _with_spark(args, body)

@@ -219,7 +219,6 @@ def _read_inputs(spark: Any, paths: Sequence[str], fmt: str | None) -> Any:
         "headers",
         F.transform("headers", lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value"))),
     )
-    return df
 
 
 def import_files(

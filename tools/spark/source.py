@@ -17,7 +17,7 @@ Must not import: ``tools.cli``. Imports pyspark and pyarrow (the ``spark`` extra
 
 from __future__ import annotations
 
-import math
+import datetime as dt
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +59,7 @@ _NO_END = scan.NO_END
 
 
 @dataclass
-class SegmentPartition(InputPartition):  # type: ignore[misc]
+class SegmentPartition(InputPartition):
     """One Spark task's work: a :class:`engine.scan.SegmentRange` (picklable, a few hundred bytes)."""
 
     range: scan.SegmentRange
@@ -86,18 +86,33 @@ class PushedBounds:
         return new if current is None else current & new
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+def _micros(value: Any) -> int:
+    """Microseconds since the epoch of a pushed timestamp (a tz-aware UTC datetime), exactly (no float)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    micros: int = (value - _EPOCH) // _MICROSECOND
+    return micros
+
+
 def _millis_floor(value: Any) -> int:
-    """Milliseconds since the epoch of a pushed timestamp (a tz-aware datetime), rounded down."""
-    return math.floor(value.timestamp() * 1000)
+    """Milliseconds since the epoch of a pushed timestamp, rounded down."""
+    return _micros(value) // 1000
 
 
 def _millis_ceil(value: Any) -> int:
-    return math.ceil(value.timestamp() * 1000)
+    """Milliseconds since the epoch of a pushed timestamp, rounded up."""
+    return -(-_micros(value) // 1000)
 
 
-def _push(bounds: PushedBounds, f: Filter, timestamp_mode: str) -> bool:
+def _push(bounds: PushedBounds, pushed: Filter, timestamp_mode: str) -> bool:
     """Apply one filter to ``bounds``; return whether Spark may drop it (it is answered exactly)."""
-    column = f.attribute[0] if len(f.attribute) == 1 else None
+    f: Any = pushed  # the comparison filters have `attribute` and `value`; Not has a child; the base neither
+    attribute = getattr(f, "attribute", ())
+    column = attribute[0] if len(attribute) == 1 else None
     if isinstance(f, IsNotNull):
         return column in ("topic", "partition", "offset", "timestamp")  # never null in seglog
     if column == "topic" and isinstance(f, StringStartsWith):
@@ -230,7 +245,7 @@ def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.
         yield columns_to_batch(segment_range.topic, segment_range.partition, cols)
 
 
-class SeglogReader(DataSourceReader):  # type: ignore[misc]
+class SeglogReader(DataSourceReader):
     """Batch reads of a log directory; state is only the options and the pushed bounds (picklable)."""
 
     def __init__(self, opts: ReadOptions) -> None:
@@ -256,7 +271,7 @@ class SeglogReader(DataSourceReader):  # type: ignore[misc]
         return read_partition(self.opts, partition)
 
 
-class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches by offset: an offset is ``{"<topic>-<partition>": next_offset}`` for every partition read.
 
     Partitions that appear later (new topics matching ``topics``/``subscribePattern``)
@@ -366,7 +381,7 @@ def _rate_limit(begin: dict[str, int], ends: dict[str, int], max_rows: int) -> d
     return out
 
 
-class SeglogDataSource(DataSource):  # type: ignore[misc]
+class SeglogDataSource(DataSource):
     """``spark.read.format("seglog")``: Spark's Kafka-source schema over a seglog log directory."""
 
     @classmethod

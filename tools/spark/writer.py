@@ -33,7 +33,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -73,7 +73,7 @@ class StagedFile:
 
 
 @dataclass
-class SeglogCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+class SeglogCommitMessage(WriterCommitMessage):
     """What one successful task staged."""
 
     files: list[StagedFile]
@@ -147,7 +147,7 @@ class _Stager:
             f.close()
 
 
-class SeglogWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class SeglogWriter(DataSourceArrowWriter):
     """``df.write.format("seglog").mode("append"|"overwrite").save(log_dir)``.
 
     Options: ``topic`` (for rows without a ``topic`` column, or to override
@@ -212,17 +212,18 @@ class SeglogWriter(DataSourceArrowWriter):  # type: ignore[misc]
         finally:
             stager.close()
 
-    def commit(self, messages: Sequence[SeglogCommitMessage | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Append every staged file of the successful tasks, then drop the staging directory (driver)."""
         files = sorted(
-            (f for m in messages if m is not None for f in m.files), key=lambda f: (f.topic, f.partition, f.task)
+            (f for m in messages if isinstance(m, SeglogCommitMessage) for f in m.files),
+            key=lambda f: (f.topic, f.partition, f.task),
         )
         try:
             run(self._append(files))
         finally:
             shutil.rmtree(self.staging, ignore_errors=True)
 
-    def abort(self, messages: Sequence[SeglogCommitMessage | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Drop everything staged; nothing was appended (driver)."""
         shutil.rmtree(self.staging, ignore_errors=True)
 

@@ -1,0 +1,96 @@
+"""The source's option parsing, filter pushdown and rate limit, without a Spark session (no JVM)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pyspark.sql.datasource import (
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringStartsWith,
+)
+
+from tools.spark.options import EARLIEST, LATEST, OptionError, parse_read_options, split_partition_key
+from tools.spark.source import PushedBounds, _push, _rate_limit
+
+
+def test_defaults_follow_the_kafka_source() -> None:
+    batch = parse_read_options({"path": "d"}, streaming=False)
+    stream = parse_read_options({"path": "d"}, streaming=True)
+    assert (batch.starting.default, batch.ending.default, stream.starting.default) == (EARLIEST, LATEST, LATEST)
+    assert batch.topics is None and batch.selects("anything") and batch.timestamp_pushdown == "offsets"
+
+
+def test_offsets_json_timestamps_and_topics() -> None:
+    o = parse_read_options(
+        {"path": "d", "topics": "a, b", "startingoffsets": '{"a":{"0":23,"1":-2}}', "endingtimestamp": "99"},
+        streaming=False,
+    )
+    assert o.topics == ("a", "b") and o.selects("a") and not o.selects("c")
+    assert (o.starting.for_partition("a", 0), o.starting.for_partition("a", 1), o.starting.for_partition("b", 0)) == (
+        23, EARLIEST, EARLIEST)
+    assert o.ending.by_timestamp and o.ending.default == 99
+    p = parse_read_options({"path": "d", "subscribepattern": "ord.*"}, streaming=True)
+    assert p.selects("orders") and not p.selects("xorders")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "no log directory"),
+        ({"path": "d", "topics": "a", "subscribepattern": "a"}, "not both"),
+        ({"path": "d", "startingoffsets": "[1]"}, "JSON object"),
+        ({"path": "d", "startingoffsets": '{"a":{"x":1}}'}, "not int -> int"),
+        ({"path": "d", "endingoffsets": "earliest"}, "not allowed"),
+        ({"path": "d", "maxoffsetspertrigger": "0"}, "at least 1"),
+        ({"path": "d", "timestamppushdown": "maybe"}, "offsets, start, none"),
+        ({"path": "d", "subscribepattern": "("}, "regular expression"),
+    ],
+)
+def test_bad_options_name_the_option(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        parse_read_options(options, streaming=False)
+
+
+def test_partition_keys() -> None:
+    assert split_partition_key("my-topic-12") == ("my-topic", 12)
+    with pytest.raises(OptionError):
+        split_partition_key("nodash")
+
+
+def test_pushdown_narrows_and_keeps_what_spark_must_check() -> None:
+    when = dt.datetime(2026, 1, 1, 0, 0, 0, 1500, tzinfo=dt.UTC)  # 1.5 ms past a millisecond
+    ms = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
+    b = PushedBounds()
+    kept = [f for f in [
+        IsNotNull(("offset",)),
+        EqualTo(("topic",), "a"),
+        In(("partition",), [0, 2]),
+        GreaterThanOrEqual(("offset",), 10),
+        LessThan(("offset",), 20),
+        GreaterThan(("timestamp",), when),
+        LessThanOrEqual(("timestamp",), when),
+        StringStartsWith(("topic",), "a"),
+        Not(EqualTo(("offset",), 5)),
+    ] if not _push(b, f, "offsets")]
+    assert (b.topics, b.partitions, b.start_offset, b.end_offset) == ({"a"}, {0, 2}, 10, 20)
+    assert (b.from_timestamp, b.until_timestamp) == (ms + 1, ms + 2)  # floor of 1.5 ms, floor + 1
+    assert b.topic_prefixes == ["a"]
+    assert [type(f).__name__ for f in kept] == ["GreaterThan", "LessThanOrEqual", "Not"]
+    start_only = PushedBounds()
+    _push(start_only, LessThan(("timestamp",), when), "start")
+    assert start_only.until_timestamp is None
+
+
+def test_rate_limit_splits_by_backlog_and_never_overshoots() -> None:
+    got = _rate_limit({"a-0": 0, "a-1": 100}, {"a-0": 300, "a-1": 200}, 200)
+    assert sum(got[k] - b for k, b in {"a-0": 0, "a-1": 100}.items()) == 200
+    assert got == {"a-0": 150, "a-1": 150}
+    assert _rate_limit({"a-0": 0}, {"a-0": 5}, 10) == {"a-0": 5}
