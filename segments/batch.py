@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from functools import partial
 from itertools import repeat
 from operator import add, lt, sub
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import google_crc32c
 import msgpack
@@ -46,6 +46,7 @@ __all__ = [
     "body_columns",
     "decode_batch",
     "decode_batches",
+    "find_timestamp",
     "rebase_batch",
     "encode_batch",
     "read_header",
@@ -433,16 +434,26 @@ def decode_batch(
     header: BatchHeader,
     *,
     start_offset: int = 0,
+    max_bytes: int | None = None,
 ) -> list[Record]:
     """Decode the body of the batch at ``position`` into Records with absolute offsets and timestamps.
 
     ``header`` must have passed :func:`check_header` and the CRC :func:`verify_crc`.
     Records below ``start_offset`` are skipped (found by bisection, not built).
     With ``LOG_APPEND_TIME`` every record carries the batch's max timestamp (Kafka).
+    With ``max_bytes`` smaller than the body, a dense batch (what seglog writes)
+    is decoded only from ``start_offset`` up to the first record whose encoded
+    bytes bring the total to ``max_bytes`` (at least one record): the records
+    before are skipped unbuilt, those after are not read. Any other batch is
+    decoded whole from ``start_offset``.
 
     Raises:
         CorruptRecordError: as :func:`body_columns`.
     """
+    if max_bytes is not None and header.record_count > 1 and max_bytes < header.batch_length:
+        part = _decode_part(buf, position, header, max(start_offset - header.base_offset, 0), max_bytes)
+        if part is not None:
+            return part
     if header.record_count == 1:
         record = _decode_single(buf, position, header)
         if record is not None:
@@ -466,6 +477,122 @@ def decode_batch(
         offsets = map(add, offset_deltas, repeat(header.base_offset))
     rows = zip(values, keys, timestamps, headers, offsets, strict=False)  # type: ignore[call-overload]
     return list(map(_new_record, rows))
+
+
+def _body_unpacker(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> msgpack.Unpacker | None:
+    # A streaming unpacker over the body, positioned after the array header of a dense batch (offset
+    # delta = index, what seglog writes: a record's place is then known without reading the ones
+    # before it). None for anything else; the column path checks and reports those.
+    count = header.record_count
+    body_start = position + HEADER_SIZE
+    body_end = position + LOG_OVERHEAD + header.batch_length
+    body_len = body_end - body_start
+    if header.last_offset_delta != count - 1 or body_end > len(buf) or body_len < MIN_BODY_BYTES:
+        return None
+    unpacker = msgpack.Unpacker(
+        use_list=False, raw=False, max_buffer_size=body_len, max_bin_len=body_len, max_str_len=body_len,
+        max_array_len=body_len, max_map_len=0, max_ext_len=0,
+    )
+    unpacker.feed(memoryview(buf)[body_start:body_end])
+    if unpacker.read_array_header() != count:
+        return None
+    return unpacker
+
+
+def _checked_row(row: Any, delta: int, header: BatchHeader) -> Record | None:
+    # The Record of body row number `delta` of a dense batch, with the column path's checks; None if
+    # anything is off (the caller falls back to the column path, which reports what is wrong).
+    if row.__class__ is not tuple or len(row) != 5:
+        return None
+    offset_delta, timestamp_delta, key, value, headers = row
+    if (
+        offset_delta != delta
+        or offset_delta.__class__ is not int
+        or timestamp_delta.__class__ is not int
+        or key.__class__ not in _BIN_TYPES
+        or value.__class__ not in _BIN_TYPES
+        or headers.__class__ is not tuple
+    ):
+        return None
+    for pair in headers:
+        if pair.__class__ is not tuple or len(pair) != 2 or pair[0].__class__ is not str:
+            return None
+        if pair[1].__class__ is not bytes:
+            return None
+    if header.attributes & TIMESTAMP_TYPE_BIT:
+        timestamp = header.max_timestamp
+    else:
+        timestamp = header.base_timestamp + timestamp_delta
+        if not 0 <= timestamp <= header.max_timestamp:
+            return None
+    return _new_record((value, key, timestamp, headers, header.base_offset + delta))
+
+
+def _decode_part(
+    buf: bytes | bytearray | memoryview, position: int, header: BatchHeader, skip: int, max_bytes: int
+) -> list[Record] | None:
+    # Records `skip`.. of a dense batch, stopping after the one that reaches `max_bytes` encoded bytes.
+    # Skipped records are parsed but never built (Unpacker.skip, ~55 ns each): a one-record read from a
+    # 100-record batch costs ~3-8 us here against ~30-50 us for the whole-body column path.
+    records: list[Record] = []
+    try:
+        unpacker = _body_unpacker(buf, position, header)
+        if unpacker is None:
+            return None
+        skip_one = unpacker.skip
+        for _ in range(skip):
+            skip_one()
+        unpack, tell = unpacker.unpack, unpacker.tell
+        start = tell()
+        for delta in range(skip, header.record_count):
+            record = _checked_row(unpack(), delta, header)
+            if record is None:
+                return None
+            records.append(record)
+            if tell() - start >= max_bytes:
+                break
+    except Exception:  # msgpack's errors: the column path reports them
+        return None
+    return records
+
+
+def find_timestamp(
+    buf: bytes | bytearray | memoryview, position: int, header: BatchHeader, timestamp: int, *, start_offset: int = 0
+) -> tuple[int, int] | None:
+    """``(timestamp, offset)`` of the first record at or after ``start_offset`` with a timestamp ≥ ``timestamp``.
+
+    ``None`` when no record of the batch qualifies. ``header`` must have passed
+    :func:`check_header` and the CRC :func:`verify_crc`. A dense batch is walked
+    record by record and only up to the answer (~150 ns a record); any other
+    batch is decoded whole.
+
+    Raises:
+        CorruptRecordError: as :func:`body_columns`.
+    """
+    if header.max_timestamp < timestamp or header.last_offset < start_offset:
+        return None
+    skip = max(start_offset - header.base_offset, 0)
+    try:
+        unpacker = _body_unpacker(buf, position, header) if header.record_count > 1 else None
+        if unpacker is not None:
+            skip_one = unpacker.skip
+            for _ in range(skip):
+                skip_one()
+            unpack = unpacker.unpack
+            for delta in range(skip, header.record_count):
+                record = _checked_row(unpack(), delta, header)
+                if record is None:
+                    break
+                if record.timestamp >= timestamp:  # type: ignore[operator]
+                    return record.timestamp, record.offset  # type: ignore[return-value]
+            else:
+                return None  # unreachable for a valid batch: its max timestamp is some record's
+    except Exception:  # msgpack's errors: the column path below reports them
+        pass
+    for record in decode_batch(buf, position, header, start_offset=start_offset):
+        if record.timestamp >= timestamp:  # type: ignore[operator]
+            return record.timestamp, record.offset  # type: ignore[return-value]
+    return None
 
 
 def _body_columns(body: object, header: BatchHeader) -> BodyColumns | str:
