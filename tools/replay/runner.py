@@ -308,17 +308,18 @@ class Replayer:
     async def _run_stream(self, stream: Stream) -> None:
         """Dispatch a producer's steps at their deadlines.
 
-        Like a Kafka producer, a producer keeps one chain of appends per
-        partition: a batch for a partition starts when the producer's previous
-        batch for that partition is acknowledged, while batches for other
-        partitions go ahead; at most ``MAX_IN_FLIGHT_STEPS`` steps are
-        unacknowledged at a time. A fetch step first waits for all of the
+        Like a Kafka producer (``max.in.flight.requests.per.connection=5``), a
+        producer does not wait for one append to be acknowledged before it
+        sends the next: each step's appends are called at the step's deadline,
+        in the producer's order, and up to ``MAX_IN_FLIGHT_STEPS`` steps may be
+        unacknowledged. The order holds because ``PartitionLog.append`` queues
+        a batch when it is called, so calls made in order are written in order
+        (the verification checks it). A fetch step first waits for all of the
         producer's own appends (a session reads its own writes), then for the
         other producers' steps it depends on.
         """
         pacer, producer = self.pacer, stream.producer
-        tails: dict[TopicPartition, asyncio.Task[None]] = {}
-        in_flight: collections.deque[asyncio.Future[list[None]]] = collections.deque()
+        in_flight: collections.deque[asyncio.Task[None]] = collections.deque()
         try:
             for n, step in enumerate(stream.steps):
                 deadline = pacer.deadline_ns(step.due_ns)
@@ -328,15 +329,7 @@ class Replayer:
                 if isinstance(step, ProduceStep):
                     while len(in_flight) >= MAX_IN_FLIGHT_STEPS:
                         await in_flight.popleft()
-                    chain_tasks = []
-                    for chain in step.chains:
-                        tp = (chain[0].topic, chain[0].partition)
-                        task = asyncio.create_task(self._send_chain(chain, producer, deadline, tails.get(tp)))
-                        tails[tp] = task
-                        chain_tasks.append(task)
-                    done = asyncio.gather(*chain_tasks)
-                    done.add_done_callback(functools.partial(self._step_done, producer, n))
-                    in_flight.append(done)
+                    in_flight.append(asyncio.create_task(self._send_step(step, producer, n, deadline)))
                 else:
                     while in_flight:
                         await in_flight.popleft()
@@ -350,8 +343,8 @@ class Replayer:
             while in_flight:
                 await in_flight.popleft()
         finally:
-            for fut in in_flight:  # only when cancelled or failing: do not leave appends behind
-                fut.cancel()
+            for task in in_flight:  # only when cancelled or failing: do not leave appends behind
+                task.cancel()
             await asyncio.gather(*in_flight, return_exceptions=True)
 
     def _note_send(self, producer: str, tp: TopicPartition | None, deadline: int) -> None:
@@ -368,7 +361,7 @@ class Replayer:
             m.interarrival_error.record_ns(abs((start - prev[1]) - (deadline - prev[0])))
         self._last_send[key] = (deadline, start)
 
-    def _step_done(self, producer: str, n: int, _fut: object = None) -> None:
+    def _step_done(self, producer: str, n: int) -> None:
         """Record that step ``n`` of ``producer`` finished; wake fetches waiting for it."""
         pending = self._pending_done[producer]
         pending.add(n)
@@ -403,40 +396,61 @@ class Replayer:
             self._waiting -= 1
         return True
 
-    async def _send_chain(
-        self, chain: list[Batch], producer: str, deadline: int, after: asyncio.Task[None] | None
-    ) -> None:
-        if after is not None:
-            await asyncio.shield(after)  # the previous batch of this producer for this partition
+    async def _send_step(self, step: ProduceStep, producer: str, n: int, deadline: int) -> None:
+        """Call ``append`` for every batch of the step now, in order; then collect the results.
+
+        The calls happen in this task's first run, before its first ``await``,
+        so the steps of one producer reach the engine in dispatch order.
+        """
         m = self.metrics
-        tp = (chain[0].topic, chain[0].partition)
-        log = self._logs[tp]
-        for i, batch in enumerate(chain):
-            records = [
-                Record(value=r.value, key=r.key, timestamp=r.timestamp_ms, headers=r.headers)
-                for r in batch.records
-            ]
-            n = len(records)
-            m.sent_records += n
-            if i == 0:
-                self._note_send(producer, tp, deadline)
-            t0 = self.clock_ns()
-            try:
-                res = await log.append(records)
-            except errors.SeglogError as exc:
+        calls: list[tuple[Batch, int, asyncio.Future[Any]]] = []
+        for chain in step.chains:
+            tp = (chain[0].topic, chain[0].partition)
+            log = self._logs[tp]
+            self._note_send(producer, tp, deadline)
+            for batch in chain:
+                records = [
+                    Record(value=r.value, key=r.key, timestamp=r.timestamp_ms, headers=r.headers)
+                    for r in batch.records
+                ]
+                m.sent_records += len(records)
+                t0 = self.clock_ns()
+                fut = asyncio.ensure_future(log.append(records))
+                fut.add_done_callback(functools.partial(self._appended, batch, producer, t0, deadline))
+                calls.append((batch, t0, fut))
+        try:
+            await asyncio.gather(*(fut for _, _, fut in calls), return_exceptions=True)
+        finally:
+            self._step_done(producer, n)
+        for _, _, fut in calls:
+            exc = None if fut.cancelled() else fut.exception()
+            if exc is not None and not isinstance(exc, errors.SeglogError):
+                raise exc  # a bug, not a refusal by the engine: stop the replay
+
+    def _appended(self, batch: Batch, producer: str, t0: int, deadline: int, fut: asyncio.Future[Any]) -> None:
+        """Done-callback of one append: latency, throughput, offsets; a refusal is counted by type."""
+        t1 = self.clock_ns()
+        if fut.cancelled():
+            return
+        m = self.metrics
+        n = len(batch.records)
+        exc = fut.exception()
+        if exc is not None:
+            if isinstance(exc, errors.SeglogError):
                 m.failed_records += n
                 m.error(type(exc).__name__, str(exc))
-                continue
-            t1 = self.clock_ns()
-            m.batches += 1
-            m.acked_records += n
-            m.acked_bytes += batch.size_bytes
-            m.per_partition_acked[tp] += n
-            m.append.record_ns(t1 - t0)
-            if self.pacer.paced:
-                m.append_corrected.record_ns(t1 - deadline)
-            m.throughput.add(t1 - self.pacer.origin_ns, n, batch.size_bytes)
-            self._sent.append(_SentBatch(tp, res.first_offset, res.last_offset, t0, producer, batch.records))
+            return
+        res = fut.result()
+        tp = (batch.topic, batch.partition)
+        m.batches += 1
+        m.acked_records += n
+        m.acked_bytes += batch.size_bytes
+        m.per_partition_acked[tp] += n
+        m.append.record_ns(t1 - t0)
+        if self.pacer.paced:
+            m.append_corrected.record_ns(t1 - deadline)
+        m.throughput.add(t1 - self.pacer.origin_ns, n, batch.size_bytes)
+        self._sent.append(_SentBatch(tp, res.first_offset, res.last_offset, t0, producer, batch.records))
 
     async def _fetch(self, step: FetchStep) -> None:
         m = self.metrics
