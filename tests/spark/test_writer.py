@@ -57,6 +57,11 @@ def test_write_then_read_round_trip_and_partition_by_key(spark: Any, tmp_path: P
     ).save(str(tmp_path))
     assert [(g[1], g[2], g[4]) for g in contents(spark, tmp_path, "w")] == [(0, 0, b"only")]
     assert len(contents(spark, tmp_path, "keyed")) == 60
+    # A topic name that would climb out of the staging directory is refused in the task.
+    evil = spark.createDataFrame([("../../escape", 0, None, b"x", None, None)], WRITE_SCHEMA)
+    with pytest.raises(Exception, match="illegal character"):
+        evil.write.format("seglog").mode("append").save(str(tmp_path))
+    assert not list(tmp_path.parent.glob("escape*"))
     assert not (tmp_path / STAGING_DIR).exists() or not any((tmp_path / STAGING_DIR).iterdir())
 
 

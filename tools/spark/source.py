@@ -111,7 +111,7 @@ def _millis_ceil(value: Any) -> int:
 def _push(bounds: PushedBounds, pushed: Filter, timestamp_mode: str) -> bool:
     """Apply one filter to ``bounds``; return whether Spark may drop it (it is answered exactly)."""
     f: Any = pushed  # the comparison filters have `attribute` and `value`; Not has a child; the base neither
-    attribute = getattr(f, "attribute", ())
+    attribute: tuple[str, ...] = getattr(f, "attribute", ())
     column = attribute[0] if len(attribute) == 1 else None
     if isinstance(f, IsNotNull):
         return column in ("topic", "partition", "offset", "timestamp")  # never null in seglog

@@ -44,6 +44,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from engine import errors, scan
+from engine.names import validate_partition, validate_topic
 from engine.partitioner import partition_for_key
 from engine.runner import run
 from segments.batch import HEADER_SIZE, TimestampType, encode_batch, read_header
@@ -194,13 +195,16 @@ class SeglogWriter(DataSourceArrowWriter):
         attempt = context.attemptNumber() if context is not None else 0
         stager = _Stager(self.staging, task, attempt)
         round_robin = task
+        checked: set[str] = set()  # topic names go into file names: each is validated once, before use
         try:
             for batch in iterator:
                 for row_topic, row_partition, key, value, timestamp, headers in batch_rows(batch):
                     topic = self.topic_option or row_topic
                     if topic is None:
                         raise OptionError("a row has a null topic and no topic option is set")
-                    partition = row_partition
+                    if topic not in checked:
+                        checked.add(validate_topic(topic))  # InvalidTopicError: no path traversal
+                    partition = row_partition if row_partition is None else validate_partition(row_partition)
                     if partition is None:
                         count = self.partition_counts.get(topic, self.new_partitions)
                         if key is not None:
