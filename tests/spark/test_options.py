@@ -94,3 +94,12 @@ def test_rate_limit_splits_by_backlog_and_never_overshoots() -> None:
     assert sum(got[k] - b for k, b in {"a-0": 0, "a-1": 100}.items()) == 200
     assert got == {"a-0": 150, "a-1": 150}
     assert _rate_limit({"a-0": 0}, {"a-0": 5}, 10) == {"a-0": 5}
+
+
+def test_pipeline_command_refuses_bad_arguments_before_starting_spark(capsys: pytest.CaptureFixture[str]) -> None:
+    from tools.cli import main
+
+    assert main(["pipeline", "prepare-workload", "in.jsonl", "-o", "w.parquet", "--partitions", "orders"]) == 2
+    assert "TOPIC=N" in capsys.readouterr().err
+    assert main(["pipeline", "import", "only-one-arg"]) == 2  # INPUT... and LOG_DIR
+    assert "required: log_dir" in capsys.readouterr().err
