@@ -137,7 +137,6 @@ class SegmentRange:
     end_offset: int
     from_timestamp: int | None = None
     until_timestamp: int | None = None
-    is_last: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,7 +430,10 @@ def plan_partition(
     outside the offset bounds are skipped by their base offsets; a closed
     segment whose largest timestamp is below ``from_timestamp`` is skipped, and
     so is every segment after the first one whose largest timestamp reaches
-    ``until_timestamp``, neither opening its ``.log``.
+    ``until_timestamp``, neither opening its ``.log``. When the bounds reach
+    the active (last) segment, its tail is walked from its last offset-index
+    entry (a few KiB) to find the log end offset and its largest timestamp;
+    otherwise ``log_end_offset`` of the plan is ``None``.
 
     Raises:
         StorageError: a directory or file cannot be read.
@@ -515,7 +517,6 @@ def plan_partition(
                 end,
                 bounds.from_timestamp if i == from_i else None,
                 bounds.until_timestamp if i == until_i else None,
-                segment.is_last,
             )
         )
     return PartitionPlan(topic, partition, ranges, log_start, log_end)
