@@ -33,6 +33,8 @@ __all__ = [
     "remove_tree",
     "rename_if_exists",
     "scan_log_dir",
+    "scan_partition_dir",
+    "scan_partition_dir_sync",
 ]
 
 CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"
@@ -222,7 +224,7 @@ def _base_offset_of(name: str) -> int | None:
     return int(stem)
 
 
-def _scan_partition(directory: Path, cleanup: bool) -> list[tuple[int, bool]]:
+def _scan_partition(directory: Path, cleanup: bool) -> list[tuple[int, bool, bool]]:
     try:
         names = os.listdir(directory)
     except OSError as exc:
@@ -252,11 +254,19 @@ def _scan_partition(directory: Path, cleanup: bool) -> list[tuple[int, bool]]:
                 pass
             except OSError as exc:
                 raise StorageError(f"{directory / name}: cannot remove a leftover file: {exc}") from exc
-    return [(base, {".index", ".timeindex"} <= indexes.get(base, set())) for base in sorted(logs)]
+    return [
+        (base, ".index" in indexes.get(base, ()), ".timeindex" in indexes.get(base, ()))
+        for base in sorted(logs)
+    ]
 
 
-async def scan_partition_dir(directory: Path, *, cleanup: bool) -> list[tuple[int, bool]]:
-    """The segments of a partition directory: (base offset, both index files exist), sorted.
+def scan_partition_dir_sync(directory: Path, *, cleanup: bool) -> list[tuple[int, bool, bool]]:
+    """The blocking form of :func:`scan_partition_dir`, for a caller already in a thread."""
+    return _scan_partition(directory, cleanup)
+
+
+async def scan_partition_dir(directory: Path, *, cleanup: bool) -> list[tuple[int, bool, bool]]:
+    """The segments of a partition directory: (base offset, .index exists, .timeindex exists), sorted.
 
     With ``cleanup``, leftovers of interrupted work (``.deleted``, ``.cleaned``,
     ``.swap``, ``.tmp``) and index files without a ``.log`` are removed first.

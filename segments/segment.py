@@ -20,9 +20,13 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
+import logging
+import os
 import struct
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
@@ -72,6 +76,7 @@ _HEADER_WINDOW: Final = 8192
 # fresh-allocation page-fault regime measured in research/perf.md (> ~1-4 MiB buffers).
 _RECOVERY_CHUNK: Final = 4 * 1024 * 1024
 _BATCH_LENGTH = struct.Struct(">i")
+_log = logging.getLogger("seglog")
 _EMPTY: Final = memoryview(b"")
 
 
@@ -174,6 +179,15 @@ def _final_time_entry(time_index: TimeIndex, max_timestamp: int, offset: int) ->
         time_index.maybe_append(max_timestamp, offset, skip_full_check=True)
 
 
+class _ScanOutcome(NamedTuple):
+    valid: int  # bytes of valid batches from the start
+    last_entry: int  # position of the last index entry written
+    max_ts: int
+    max_ts_offset: int
+    next_offset: int
+    first: BatchHeader | None
+
+
 class LogSegment:
     """One segment: a ``.log`` of record batches plus ``.index``, ``.timeindex``, ``.txnindex``.
 
@@ -211,20 +225,16 @@ class LogSegment:
         first_batch: BatchHeader | None,
         index_files_existed: tuple[bool, bool],
     ) -> None:
-        prefix = directory / filename_prefix(base_offset)
+        # The three index objects are built on first use (functools.cached_property below): a
+        # partition of many sealed segments opens without building ~3 objects and paths per segment.
+        self._file_prefix = f"{directory}{os.sep}{base_offset:020d}"
+        self._suffix = suffix
         self._log = log
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._index_interval_bytes = index_interval_bytes
         self._roll_jitter_ms = roll_jitter_ms
         self._writable = writable
-        self._offset_index = LazyIndex.for_offset(
-            f"{prefix}{INDEX_SUFFIX}{suffix}", base_offset, max_index_size, writable=writable
-        )
-        self._time_index = LazyIndex.for_time(
-            f"{prefix}{TIME_INDEX_SUFFIX}{suffix}", base_offset, max_index_size, writable=writable
-        )
-        self._txn_index = TransactionIndex(f"{prefix}{TXN_INDEX_SUFFIX}{suffix}", base_offset)
         self._index_files_existed = index_files_existed
         self._created_ms = now_ms
         self._rolling_based_timestamp: int | None = None if first_batch is None else first_batch.max_timestamp
@@ -233,7 +243,28 @@ class LogSegment:
         self._offset_of_max_timestamp_so_far = base_offset
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = None  # cache of read_next_offset()
+        # Index files that existed at open are checked on first load; new ones have nothing to check.
+        self._indexes_checked = not any(index_files_existed)
+        self._trust_indexes = True  # False only for a read-only segment whose index files failed the check
         self._closed = False
+
+    @functools.cached_property
+    def _offset_index(self) -> LazyIndex[OffsetIndex]:
+        return LazyIndex.for_offset(
+            f"{self._file_prefix}{INDEX_SUFFIX}{self._suffix}", self._base_offset, self._max_index_size,
+            writable=self._writable,
+        )
+
+    @functools.cached_property
+    def _time_index(self) -> LazyIndex[TimeIndex]:
+        return LazyIndex.for_time(
+            f"{self._file_prefix}{TIME_INDEX_SUFFIX}{self._suffix}", self._base_offset, self._max_index_size,
+            writable=self._writable,
+        )
+
+    @functools.cached_property
+    def _txn_index(self) -> TransactionIndex:
+        return TransactionIndex(f"{self._file_prefix}{TXN_INDEX_SUFFIX}{self._suffix}", self._base_offset)
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -262,35 +293,82 @@ class LogSegment:
         Raises:
             StorageError: the ``.log`` cannot be opened or created.
         """
+        if file_already_exists:
+            return await in_thread(
+                cls.open_existing_in_thread, directory, base_offset, max_index_size=max_index_size,
+                index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms, now_ms=now_ms,
+                suffix=suffix, writable=writable, ops=ops,
+            )
         directory = Path(directory)
-        log_path = directory / f"{filename_prefix(base_offset)}{LOG_SUFFIX}{suffix}"
         log = await SegmentFile.open(
-            log_path,
-            create=not file_already_exists,
+            directory / f"{filename_prefix(base_offset)}{LOG_SUFFIX}{suffix}",
+            create=True,
             writable=writable,
-            preallocate_bytes=0 if file_already_exists else preallocate_bytes,
+            preallocate_bytes=preallocate_bytes,
             ops=ops,
         )
-        first_batch: BatchHeader | None = None
-        index_files_existed = (False, False)
+        return cls(
+            log=log,
+            directory=directory,
+            base_offset=base_offset,
+            suffix=suffix,
+            max_index_size=max_index_size,
+            index_interval_bytes=index_interval_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            now_ms=now_ms,
+            writable=writable,
+            first_batch=None,
+            index_files_existed=(False, False),
+        )
+
+    @classmethod
+    def open_existing_in_thread(
+        cls,
+        directory: Path | str,
+        base_offset: int,
+        *,
+        max_index_size: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        now_ms: int,
+        suffix: str = "",
+        writable: bool = True,
+        ops: FileOps | None = None,
+        index_files_existed: tuple[bool, bool] | None = None,
+        read_first_batch: bool = True,
+    ) -> LogSegment:
+        """Open an existing segment, blocking: for a caller already in an executor thread.
+
+        The engine opens all segments of a partition in one executor hop with
+        this (one hop per segment would make opening 10,000 segments cost
+        ~1 s of hops alone). Reads the first batch header (for time-based
+        rolling) and notes which index files exist; maps nothing.
+
+        Raises:
+            StorageError: the ``.log`` cannot be opened.
+        """
+        directory = Path(directory)
+        prefix = f"{directory}{os.sep}{base_offset:020d}"
+        log = SegmentFile.open_in_thread(f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops)
         try:
-            if file_already_exists:
-                prefix = directory / filename_prefix(base_offset)
 
-                def probe(pread: PRead) -> tuple[BatchHeader | None, tuple[bool, bool]]:
-                    head = pread(0, HEADER_SIZE)
-                    header = read_header(head) if len(head) == HEADER_SIZE else None
-                    if header is not None and header_problem(header, len(head) + log.size) is not None:
-                        header = None  # garbage (a crash, a preallocated tail): recovery will say what
-                    exist = (
-                        Path(f"{prefix}{INDEX_SUFFIX}{suffix}").exists(),
-                        Path(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}").exists(),
-                    )
-                    return header, exist
+            def probe(pread: PRead) -> BatchHeader | None:
+                head = pread(0, HEADER_SIZE)
+                header = read_header(head) if len(head) == HEADER_SIZE else None
+                if header is not None and header_problem(header, len(head) + log.size) is not None:
+                    header = None  # garbage (a crash, a preallocated tail): recovery will say what
+                return header
 
-                first_batch, index_files_existed = await in_thread(log.read_in_thread, probe)
+            # Only the active segment's first batch matters (time-based rolling); a caller that
+            # opens sealed segments in bulk skips the read.
+            first_batch = log.read_in_thread(probe) if read_first_batch else None
+            if index_files_existed is None:
+                index_files_existed = (
+                    os.path.exists(f"{prefix}{INDEX_SUFFIX}{suffix}"),
+                    os.path.exists(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}"),
+                )
         except BaseException:
-            await log.close(trim=False)
+            log.close_in_thread(trim=False)
             raise
         return cls(
             log=log,
@@ -322,32 +400,47 @@ class LogSegment:
         """
         if self._closed:
             return
-        self._closed = True
+        await run_to_completion(in_thread(self.close_in_thread))
 
-        def close_indexes() -> None:
+    def close_in_thread(self) -> None:
+        """The blocking form of :meth:`close` (one hop closes every segment of a partition)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._writable and self._max_timestamp_so_far is not None and self._max_timestamp_so_far >= 0:
+                # Kafka swallows errors of this last entry: an index is only a hint.
+                with contextlib.suppress(SeglogError, ValueError):
+                    _final_time_entry(
+                        self._time_index.get(), self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+                    )
+        finally:
             try:
-                if self._writable and self._max_timestamp_so_far is not None and self._max_timestamp_so_far >= 0:
-                    # Kafka swallows errors of this last entry: an index is only a hint.
-                    with contextlib.suppress(SeglogError, ValueError):
-                        _final_time_entry(
-                            self._time_index.get(), self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
-                        )
+                self._offset_index.close() if self._writable else self._offset_index.close_handler()
             finally:
                 try:
-                    self._offset_index.close() if self._writable else self._offset_index.close_handler()
+                    self._time_index.close() if self._writable else self._time_index.close_handler()
                 finally:
                     try:
-                        self._time_index.close() if self._writable else self._time_index.close_handler()
-                    finally:
                         self._txn_index.close()
+                    finally:
+                        self._log.close_in_thread(trim=self._writable)
 
-        async def work() -> None:
-            try:
-                await in_thread(close_indexes)
-            finally:
-                await self._log.close(trim=self._writable)
+    def close_handlers_in_thread(self) -> None:
+        """Release the files without writing or trimming anything (Kafka's ``closeHandlers``); blocking.
 
-        await run_to_completion(work())
+        For a caller in an executor thread that opened segments and must give
+        them up after a failure.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._offset_index.close_handler()
+            self._time_index.close_handler()
+            self._txn_index.close()
+        finally:
+            self._log.close_in_thread(trim=False)
 
     async def delete(self) -> None:
         """Close without trimming and delete the ``.log`` and its three index files (those that exist).
@@ -463,14 +556,83 @@ class LogSegment:
     # ------------------------------------------------------------------------------ indexes
 
     async def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
-        """Both indexes, loaded in a thread the first time (mapping a file is disk I/O)."""
-        if self._offset_index.is_loaded and self._time_index.is_loaded and self._max_timestamp_so_far is not None:
+        """Both indexes, loaded in a thread the first time (mapping a file is disk I/O), and checked."""
+        return await self._load_indexes(check=True)
+
+    async def _load_indexes(self, *, check: bool) -> tuple[OffsetIndex, TimeIndex]:
+        if (
+            self._offset_index.is_loaded
+            and self._time_index.is_loaded
+            and self._max_timestamp_so_far is not None
+            and (self._indexes_checked or not check)
+        ):
             return self._offset_index.get(), self._time_index.get()
-        offset_index, time_index = await in_thread(lambda: (self._offset_index.get(), self._time_index.get()))
+        return await in_thread(self._load_indexes_in_thread, check)
+
+    def _load_indexes_in_thread(self, check: bool) -> tuple[OffsetIndex, TimeIndex]:
+        offset_index, time_index = self._offset_index.get(), self._time_index.get()
+        if check and not self._indexes_checked:
+            problem = self._log.read_in_thread(partial(self._index_problem, offset_index, time_index))
+            if problem is not None:
+                # An index is a hint, never trusted and never fatal: rebuild it from the .log
+                # (without cutting anything: this is not crash recovery).
+                _log.warning("%s: %s; rebuilding the indexes from the .log", self._log.path, problem)
+                if self._writable:
+                    total = self._log.size
+                    outcome = self._log.read_in_thread(
+                        partial(self._rebuild_indexes, offset_index, time_index, max(total, 1), total, None)
+                    )
+                    self._apply_scan(outcome)
+                else:
+                    # A read-only snapshot cannot be rewritten: stop using it (lookups then scan
+                    # from the start of the segment, which is always correct) and take the largest
+                    # timestamp from the batch headers.
+                    self._trust_indexes = False
+                    max_ts, max_ts_offset = NO_TIMESTAMP, self._base_offset
+                    end = self._log.size
+
+                    def walk(pread: PRead) -> tuple[int, int]:
+                        best = (NO_TIMESTAMP, self._base_offset)
+                        for _, header in _walk_headers(pread, 0, end, self._log.path):
+                            if header.max_timestamp > best[0]:
+                                best = (header.max_timestamp, header.last_offset)
+                        return best
+
+                    max_ts, max_ts_offset = self._log.read_in_thread(walk)
+                    self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
+            self._indexes_checked = True
         if self._max_timestamp_so_far is None:
             last = time_index.last_entry
             self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = last.timestamp, last.offset
         return offset_index, time_index
+
+    def _index_problem(self, offset_index: OffsetIndex, time_index: TimeIndex, pread: PRead) -> str | None:
+        """Why the indexes cannot be trusted, or ``None``: Kafka's sanity checks, plus a look at the
+        ``.log`` under the first and last offset-index entries and the last time-index entry (an
+        entry must point at the start of the batch whose last offset it holds)."""
+        try:
+            offset_index.sanity_check()
+            time_index.sanity_check()
+        except SeglogError as exc:
+            return str(exc)
+        size = self._log.size
+        entries = offset_index.entries
+        for slot in {0, entries - 1} if entries else ():
+            entry = offset_index.entry(slot)
+            head = pread(entry.position, HEADER_SIZE) if entry.position < size else b""
+            if len(head) < HEADER_SIZE:
+                return f"offset-index entry {slot} points at position {entry.position}, past the end ({size})"
+            header = read_header(head)
+            if header_problem(header, size) is not None or header.last_offset != entry.offset:
+                return (
+                    f"offset-index entry {slot} ({entry.offset} at position {entry.position}) does not point "
+                    "at the start of the batch holding that offset"
+                )
+        if time_index.entries:
+            last = time_index.last_entry
+            if not self._base_offset <= last.offset <= self._base_offset + INT32_MAX:
+                return f"time-index entry {last} is outside the segment"
+        return None
 
     async def read_max_timestamp_and_offset_so_far(self) -> TimestampOffset:
         """The largest timestamp so far and the last offset of the batch that has it (loads the time index).
@@ -642,11 +804,12 @@ class LogSegment:
     # ------------------------------------------------------------------------------ reads
 
     async def _loaded_offset_index(self) -> OffsetIndex | None:
-        if self._offset_index.is_loaded:
-            return self._offset_index.get()
+        if self._offset_index.is_loaded and self._indexes_checked:
+            return self._offset_index.get() if self._trust_indexes else None
         if not self._writable and not self._index_files_existed[0]:
             return None  # read-only without an index file: scan from the start
-        return (await self._indexes())[0]
+        offset_index = (await self._indexes())[0]
+        return offset_index if self._trust_indexes else None
 
     def _locate(self, pread: PRead, offset: int, start: int, end: int) -> LocatedBatch | None:
         for located in _walk_headers(pread, start, end, self._log.path):
@@ -724,8 +887,11 @@ class LogSegment:
         """
         self._check_open()
         offset_index, time_index = await self._indexes()
-        entry = time_index.lookup(timestamp)
-        start = offset_index.lookup(max(entry.offset, starting_offset)).position
+        if self._trust_indexes:
+            entry = time_index.lookup(timestamp)
+            start = offset_index.lookup(max(entry.offset, starting_offset)).position
+        else:
+            start = 0
         end = self._log.size
         path = self._log.path
 
@@ -758,18 +924,30 @@ class LogSegment:
         if self._next_offset is not None:
             return self._next_offset
         offset_index = await self._loaded_offset_index()
-        start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
         end = self._log.size
-
-        def work(pread: PRead) -> int:
-            next_offset = self._base_offset
-            for _, header in _walk_headers(pread, start, end, self._log.path):
-                next_offset = header.next_offset
-            return next_offset
-
-        next_offset = await self._log.run_read(work)
+        next_offset = await self._log.run_read(partial(self._walk_to_end, offset_index, end))
         if end == self._log.size:  # nothing appended meanwhile: the answer is still current
             self._next_offset = next_offset
+        return next_offset
+
+    def read_next_offset_in_thread(self) -> int:
+        """The blocking form of :meth:`read_next_offset`, for a caller already in a thread (open)."""
+        self._check_open()
+        if self._next_offset is None:
+            offset_index: OffsetIndex | None = None
+            if self._writable or self._index_files_existed[0]:
+                offset_index = self._load_indexes_in_thread(True)[0] if self._trust_indexes else None
+                if not self._trust_indexes:
+                    offset_index = None
+            end = self._log.size
+            self._next_offset = self._log.read_in_thread(partial(self._walk_to_end, offset_index, end))
+        return self._next_offset
+
+    def _walk_to_end(self, offset_index: OffsetIndex | None, end: int, pread: PRead) -> int:
+        start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
+        next_offset = self._base_offset
+        for _, header in _walk_headers(pread, start, end, self._log.path):
+            next_offset = header.next_offset
         return next_offset
 
     async def has_overflow(self) -> bool:
@@ -933,76 +1111,106 @@ class LogSegment:
             StorageError, ClosedError.
         """
         self._check_writable()
-        offset_index, time_index = await self._indexes()
+        offset_index, time_index = await self._load_indexes(check=False)
         loop = asyncio.get_running_loop()
         total = self._log.size
-        base_offset = self._base_offset
-        interval = self._index_interval_bytes
-        path = self._log.path
 
         def report(done: int) -> None:
             if progress is not None:
                 loop.call_soon_threadsafe(progress, done, total)
 
-        def scan(pread: PRead) -> tuple[int, int, int, int, int, BatchHeader | None]:
-            offset_index.reset()
-            time_index.reset()
-            self._txn_index.reset()
-            chunk_size = max(_RECOVERY_CHUNK, max_batch_bytes + HEADER_SIZE)
-            valid = last_entry = 0
-            max_ts, max_ts_offset = NO_TIMESTAMP, base_offset
-            next_offset = base_offset
-            first: BatchHeader | None = None
-            while valid < total:
-                chunk = pread(valid, min(chunk_size, total - valid))
-                result = scan_batches(chunk, max_batch_bytes=max_batch_bytes, next_offset=next_offset)
-                for relative_position, header in result.batches:
-                    position = valid + relative_position
-                    if header.last_offset - base_offset > INT32_MAX:
-                        raise SegmentOffsetOverflowError(
-                            f"{path}: batch at position {position} with last offset {header.last_offset} "
-                            f"is more than 2**31-1 above the base offset {base_offset}"
-                        )
-                    if first is None:
-                        first = header
-                    if header.max_timestamp > max_ts:
-                        max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-                    if position - last_entry > interval:
-                        # The same rule as append, including "a full index takes no more entries".
-                        if not offset_index.is_full:
-                            offset_index.append(header.last_offset, position)
-                        if not time_index.is_full:
-                            time_index.maybe_append(max_ts, max_ts_offset)
-                        last_entry = position
-                next_offset = result.next_offset
-                advanced = result.valid_end
-                valid += advanced
-                report(valid)
-                more_to_read = valid + (len(chunk) - advanced) < total
-                if result.stop is ScanStop.END or (
-                    result.stop is ScanStop.INCOMPLETE and more_to_read and advanced > 0
-                ):
-                    continue  # the chunk ended inside a batch that continues in the next read
-                break
-            _final_time_entry(time_index, max_ts, max_ts_offset)
-            offset_index.trim_to_valid_size()
-            time_index.trim_to_valid_size()
-            return valid, last_entry, max_ts, max_ts_offset, next_offset, first
-
         async def work() -> int:
-            valid, last_entry, max_ts, max_ts_offset, next_offset, first = await in_thread(
-                self._log.read_in_thread, scan
+            outcome = await in_thread(
+                self._log.read_in_thread,
+                partial(self._rebuild_indexes, offset_index, time_index, max_batch_bytes, total, report),
             )
-            truncated = self._log.size - valid
+            truncated = self._log.size - outcome.valid
             if truncated:
-                await self._log.truncate(valid)
-            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
-            self._bytes_since_last_index_entry = valid - last_entry
-            self._next_offset = next_offset
-            self._rolling_based_timestamp = None if first is None else first.max_timestamp
+                await self._log.truncate(outcome.valid)
+            self._apply_scan(outcome)
             return truncated
 
         return await run_to_completion(work())
+
+    def _apply_scan(self, outcome: _ScanOutcome) -> None:
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = outcome.max_ts, outcome.max_ts_offset
+        self._bytes_since_last_index_entry = outcome.valid - outcome.last_entry
+        self._next_offset = outcome.next_offset if outcome.valid == self._log.size else None
+        self._rolling_based_timestamp = None if outcome.first is None else outcome.first.max_timestamp
+        self._indexes_checked = True
+
+    def _rebuild_indexes(
+        self,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        max_batch_bytes: int,
+        total: int,
+        report: Callable[[int], None] | None,
+        pread: PRead,
+    ) -> _ScanOutcome:
+        """Rebuild both indexes from the ``.log`` (blocking; in a thread): the recovery scan.
+
+        Reads 4 MiB chunks (a larger batch is read whole once its header says
+        how large, bounded by ``max_batch_bytes`` and the file), checks every
+        batch and stops at the first bad or incomplete one. Nothing is
+        truncated here; ``recover`` does that with the result.
+        """
+        base_offset = self._base_offset
+        interval = self._index_interval_bytes
+        path = self._log.path
+        offset_index.reset()
+        time_index.reset()
+        self._txn_index.reset()
+        chunk_size = _RECOVERY_CHUNK
+        valid = last_entry = 0
+        max_ts, max_ts_offset = NO_TIMESTAMP, base_offset
+        next_offset = base_offset
+        first: BatchHeader | None = None
+        while valid < total:
+            chunk = pread(valid, min(chunk_size, total - valid))
+            result = scan_batches(chunk, max_batch_bytes=max_batch_bytes, next_offset=next_offset)
+            for relative_position, header in result.batches:
+                position = valid + relative_position
+                if header.last_offset - base_offset > INT32_MAX:
+                    raise SegmentOffsetOverflowError(
+                        f"{path}: batch at position {position} with last offset {header.last_offset} "
+                        f"is more than 2**31-1 above the base offset {base_offset}"
+                    )
+                if first is None:
+                    first = header
+                if header.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+                if position - last_entry > interval:
+                    # The same rule as append, including "a full index takes no more entries".
+                    if not offset_index.is_full:
+                        offset_index.append(header.last_offset, position)
+                    if not time_index.is_full:
+                        time_index.maybe_append(max_ts, max_ts_offset)
+                    last_entry = position
+            next_offset = result.next_offset
+            advanced = result.valid_end
+            valid += advanced
+            if report is not None:
+                report(valid)
+            if result.stop is ScanStop.END:
+                chunk_size = _RECOVERY_CHUNK
+                continue
+            if result.stop is ScanStop.INCOMPLETE and valid < total:
+                if advanced > 0:
+                    chunk_size = _RECOVERY_CHUNK
+                    continue  # the chunk ended inside a batch that continues in the next read
+                # A batch larger than the chunk: read it whole if its header is plausible.
+                head = chunk[advanced : advanced + HEADER_SIZE]
+                if len(head) == HEADER_SIZE:
+                    size = read_header(head).size
+                    if len(chunk) < size <= min(max_batch_bytes, total - valid) and size > chunk_size:
+                        chunk_size = size
+                        continue
+            break
+        _final_time_entry(time_index, max_ts, max_ts_offset)
+        offset_index.trim_to_valid_size()
+        time_index.trim_to_valid_size()
+        return _ScanOutcome(valid, last_entry, max_ts, max_ts_offset, next_offset, first)
 
     # ------------------------------------------------------------------------------ renames
 
