@@ -406,3 +406,18 @@ async def test_append_encoded_places_foreign_batches_after_the_log_end(tmp_path:
         with pytest.raises(errors.CorruptRecordError):
             await log.append_encoded(good[:-3])
         assert log.log_end_offset == 4
+
+
+async def test_read_only_engine_beside_a_writer_that_closes(tmp_path: Path) -> None:
+    """A writer trimming its preallocated indexes must not crash a reader (it used to: SIGBUS)."""
+    config = LogConfig(segment_bytes=8192, segment_index_bytes=4096, index_interval_bytes=64)
+    writer = await Engine.open(tmp_path, config)
+    await writer.create_topic("t")
+    for i in range(50):
+        await writer.log("t").append([Record(b"%02d" % i * 20)])
+    async with Engine.open(tmp_path, config, read_only=True) as reader:
+        assert (await reader.log("t").read(45, 1)).records[0].value == b"45" * 20
+        await writer.close()  # trims the active segment's indexes under the reader
+        for i in (0, 17, 49):
+            assert (await reader.log("t").read(i, 1)).records[0].value == b"%02d" % i * 20
+        assert (await reader.log("t").offset_for_timestamp(0)) is not None
