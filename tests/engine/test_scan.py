@@ -348,3 +348,31 @@ def test_decode_columns_refuses_a_bad_body() -> None:
         decode_columns(bad, 0, header._replace(batch_length=len(bad) - 12), RecordColumns())
     with pytest.raises(CorruptRecordError, match="not valid msgpack"):
         decode_columns(bytes(data[:HEADER_SIZE]) + b"\xc1" * 10, 0, header._replace(batch_length=59), RecordColumns())
+
+
+# --------------------------------------------------------------------------------------- beside a live engine
+
+
+async def test_reads_beside_a_running_engine_see_exactly_what_was_appended(tmp_path: Path) -> None:
+    from engine.config import LogConfig
+    from engine.engine import Engine
+
+    config = LogConfig(segment_bytes=8 * 1024, index_interval_bytes=512, segment_index_bytes=4096)
+    async with Engine.open(tmp_path, config) as engine:
+        await engine.create_topic("live", partitions=1)
+        log = engine.log("live", 0)
+        for round_ in range(6):
+            for i in range(10):
+                n = round_ * 50 + i * 5
+                await log.append([Record(b"%d" % (n + j) + b"." * 100, None, 1000 + n + j) for j in range(5)])
+            # Planned and read while the engine holds the directory: the active segment's indexes
+            # are preallocated (zero tails) and nothing was closed or trimmed.
+            assert scan.log_end_offset(tmp_path, "live", 0) == log.log_end_offset
+            got = read_all(scan.plan_partition(tmp_path, "live", 0))
+            assert got.offsets == list(range(log.log_end_offset))
+            assert got.values == [b"%d" % o + b"." * 100 for o in got.offsets]
+            late = scan.Bounds(from_timestamp=1000 + log.log_end_offset - 7)
+            assert read_all(scan.plan_partition(tmp_path, "live", 0, late)).offsets == list(
+                range(log.log_end_offset - 7, log.log_end_offset)
+            )
+        assert len(log.segment_base_offsets()) > 2
