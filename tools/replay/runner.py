@@ -30,6 +30,7 @@ import bisect
 import collections
 import functools
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -56,6 +57,11 @@ from tools.replay.stats import Latency, Throughput, throughput_interval_ns
 # Time between starting the tasks and the first intended send, so that the first
 # sends are not late only because dozens of tasks were still being created.
 START_LEAD_NS: Final = 20_000_000
+# GIL switch interval during a paced replay (CPython's default is 5 ms). The pacer's
+# spin keeps the loop thread busy; a thread that wants the GIL (the engine's file
+# writes return through one) waits for the interval before it may take it, which
+# shows up as append latency and delayed acknowledgements. Restored afterwards.
+PACED_SWITCH_INTERVAL_S: Final = 0.001
 # Unacknowledged steps per producer, Kafka's max.in.flight.requests.per.connection default (5).
 MAX_IN_FLIGHT_STEPS: Final = 5
 # Read size of the verification pass (the engine returns at least one record anyway).
@@ -286,6 +292,9 @@ class Replayer:
             self._logs[tp] = log
             self._start_end[tp] = log.log_end_offset
         consumers = self._start_consumers()
+        switch_interval = sys.getswitchinterval()
+        if self.pacer.paced:
+            sys.setswitchinterval(min(switch_interval, PACED_SWITCH_INTERVAL_S))
         origin = self.pacer.start(START_LEAD_NS)
         try:
             async with asyncio.TaskGroup() as tg:
@@ -294,6 +303,7 @@ class Replayer:
             m.duration_ns = self.clock_ns() - origin
             await self._drain(consumers)
         finally:
+            sys.setswitchinterval(switch_interval)
             for task in consumers:
                 task.cancel()
             await asyncio.gather(*consumers, return_exceptions=True)
