@@ -425,15 +425,15 @@ class Replayer:
                 ]
                 m.sent_records += len(records)
                 t0 = self.clock_ns()
-                fut = asyncio.ensure_future(log.append(records))
-                fut.add_done_callback(functools.partial(self._appended, batch, producer, t0, deadline))
-                calls.append((batch, t0, fut))
+                task = asyncio.ensure_future(log.append(records))
+                task.add_done_callback(functools.partial(self._appended, batch, producer, t0, deadline))
+                calls.append((batch, t0, task))
         try:
-            await asyncio.gather(*(fut for _, _, fut in calls), return_exceptions=True)
+            await asyncio.gather(*(call for _, _, call in calls), return_exceptions=True)
         finally:
             self._step_done(producer, n)
-        for _, _, fut in calls:
-            exc = None if fut.cancelled() else fut.exception()
+        for _, _, call in calls:
+            exc = None if call.cancelled() else call.exception()
             if exc is not None and not isinstance(exc, errors.SeglogError):
                 raise exc  # a bug, not a refusal by the engine: stop the replay
 
