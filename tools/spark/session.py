@@ -1,7 +1,7 @@
 """A SparkSession for seglog's jobs and tests, with the settings measured to suit this kind of machine.
 
 Owns: :func:`spark_session`. ``research/spark.md`` §1: workers run
-``PYSPARK_PYTHON`` (set here to this interpreter unless the caller set it),
+``PYSPARK_PYTHON`` (for local masters set here to this interpreter unless the caller set it),
 ``SPARK_LOCAL_IP=127.0.0.1`` keeps a local driver on loopback, and C1-only JIT
 with the serial GC cut small-query latency by a third without slowing
 million-row scans. The ``seglog`` source is registered on the session.
@@ -38,8 +38,10 @@ def spark_session(
     shuffle partitions, C1 JIT); on a cluster only ``conf`` and the pushdown
     flag are set, the cluster's own defaults stay.
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
+        # Local workers run on this machine: this interpreter has seglog installed. On a cluster the
+        # executors' Python is the cluster's business (spark.pyspark.python), not this path.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
