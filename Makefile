@@ -36,8 +36,10 @@ test: lint typecheck pytest
 test-fast: PYTEST_ARGS = -m "not spark"
 test-fast: lint typecheck pytest
 
+# The main job: replay the bundled sample workload (examples/, fixed seed) at its recorded pace into
+# the embedded default log directory ./data; the report and plots go to ./reports.
 run: venv
-	$(VENV)/bin/seglog demo --log-dir data
+	$(VENV)/bin/seglog replay examples/sample-workload.parquet --log-dir data --report reports/replay.json
 
 bench: venv
 	$(VENV)/bin/seglog bench
