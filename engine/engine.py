@@ -49,6 +49,7 @@ from engine.config import LogConfig
 from engine.errors import (
     ClosedError,
     CorruptionError,
+    CorruptRecordError,
     InvalidConfigError,
     InvalidRecordError,
     SeglogError,
@@ -373,7 +374,15 @@ class Engine:
                         missing.append(base)
                 if opened and recovery_point is None and opened[-1].base_offset not in missing:
                     # Nothing to recover: find the log end in this same hop (it caches in the segment).
-                    opened[-1].read_next_offset_in_thread()
+                    try:
+                        opened[-1].read_next_offset_in_thread()
+                    except CorruptRecordError as exc:
+                        if not writable:
+                            raise
+                        # A clean shutdown, yet the active segment does not parse to its end (a
+                        # disk or another program wrote there): recover it like after a crash.
+                        log.warning("%s: %s; recovering the active segment", directory, exc)
+                        missing.append(opened[-1].base_offset)
             except BaseException:
                 for segment in opened:
                     with contextlib.suppress(Exception):

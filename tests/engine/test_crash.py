@@ -253,3 +253,18 @@ async def test_an_index_pointing_at_the_wrong_bytes_is_rebuilt_even_after_a_clea
             assert (await log.read(i, 1)).records[0].value == b"%03d" % i * 10
         assert (await log.offset_for_timestamp(0)) is not None
     assert first_index.read_bytes() == entries  # rebuilt to what the .log says
+
+
+async def test_garbage_after_a_clean_shutdown_is_cut_on_open(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t")
+        await engine.log("t").append([Record(b"kept")])
+    active = sorted((tmp_path / "t-0").glob("*.log"))[-1]
+    with open(active, "ab") as f:
+        f.write(b"\xff" * 100)  # not a crash: the clean-shutdown marker is still there
+    assert (tmp_path / ".clean-shutdown").exists()
+    async with Engine.open(tmp_path) as engine:
+        log = engine.log("t")
+        assert log.log_end_offset == 1
+        assert [r.value for r in (await log.read(0)).records] == [b"kept"]
+        assert (await log.append([Record(b"next")])).first_offset == 1
