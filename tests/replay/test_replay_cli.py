@@ -65,9 +65,11 @@ def test_replay_of_an_invalid_workload_exits_1(tmp_path: Path, capsys: pytest.Ca
     assert not (tmp_path / "d").exists()
 
 
-def test_unknown_config_key_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["replay", str(SAMPLE), "--log-dir", str(tmp_path / "d"), "--config", "no_such_key=1"]) == 2
-    assert "--config" in capsys.readouterr().err
+@pytest.mark.parametrize("setting", ["no.such.key=1", "segment.bytes=many"])
+def test_bad_config_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str) -> None:
+    assert main(["replay", str(SAMPLE), "--log-dir", str(tmp_path / "d"), "--config", setting]) == 2
+    assert capsys.readouterr().err.startswith("Error: --config:")
+    assert not (tmp_path / "d").exists()
 
 
 def test_replay_record_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,9 +93,13 @@ def test_replay_record_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "verification  OK" in capsys.readouterr().err
 
 
-def test_record_from_a_missing_directory_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["record", "--log-dir", str(tmp_path / "none"), "-o", str(tmp_path / "w.parquet")]) == 1
-    assert "no log directory" in capsys.readouterr().err
+def test_record_from_a_missing_directory_is_a_usage_error(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["record", "--log-dir", str(tmp_path / "none"), "-o", str(tmp_path / "w.parquet")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"Error: {tmp_path / 'none'}: no such log directory (give --log-dir DIR or set SEGLOG_LOG_DIR)"
+    ]
+    assert not (tmp_path / "w.parquet").exists()
 
 
 def test_without_the_replay_extra_commands_say_what_to_install(

@@ -8,14 +8,11 @@ in :class:`tools.replay.recorder.RecordingEngine` (see docs/WORKLOADS.md).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from tools.replay.cliutil import missing_extra, progress_bar, say, time_arg
+from tools._output import UsageError, add_log_dir, log_dir_of, note, print_json, progress, time_arg
+from tools.replay.cliutil import missing_extra
 
 EPILOG = """\
 Each record becomes a produce row with its partition, its timestamp and
@@ -35,12 +32,12 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "record",
         help="write a workload file from the records of a log directory",
-        description="Record the records of a log directory (all topics or some, optionally a time range) "
-        "as a workload file that 'seglog replay' can replay.",
+        description="Record the records of a log directory (all topics or some, optionally a time\n"
+        "range) as a workload file that 'seglog replay' can replay.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG,
     )
-    p.add_argument("--log-dir", required=True, help="log directory to read (must exist)")
+    add_log_dir(p)
     p.add_argument("-o", "--output", required=True, type=Path,
                    help="workload file to write: .parquet (default) or .jsonl")
     p.add_argument("--topic", action="append", default=None, dest="topics", metavar="TOPIC",
@@ -55,38 +52,33 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
-    if not Path(args.log_dir).is_dir():
-        say(err, f"Error: no log directory at {args.log_dir}")
-        return 1
+    """Record the log directory into a workload file. Exit 0, or 1 when the extra is missing.
+
+    Raises:
+        UsageError: no such log directory, or an empty time range (exit 2).
+    """
+    log_dir = log_dir_of(args)
     if args.from_time is not None and args.to_time is not None and args.to_time <= args.from_time:
-        say(err, "Error: --to-time must be after --from-time")
-        return 2
-    if missing_extra(err):
+        raise UsageError("--to-time must be after --from-time")
+    if missing_extra():
         return 1
     from engine import Engine
+    from engine import run as run_async
     from tools.replay.format import write_workload
     from tools.replay.recorder import record_log
-    from tools.replay.runner import run_async
 
     async def record() -> Any:
-        async with Engine.open(args.log_dir) as engine:
-            with progress_bar("record", None, enabled=not args.no_progress, console=err) as advance:
+        async with Engine.open(log_dir) as engine:
+            with progress("record", None, enabled=not args.no_progress, unit="records") as advance:
                 return await record_log(engine, topics=args.topics, from_ms=args.from_time,
                                         to_ms=args.to_time, progress=advance)
 
     workload = run_async(record())
     path = write_workload(args.output, workload.rows, workload.partitions)
     span = (workload.rows[-1].ts_ns - workload.rows[0].ts_ns) / 1e9 if workload.rows else 0.0
-    summary = {
-        "path": str(path),
-        "rows": len(workload.rows),
-        "topics": dict(sorted(workload.partitions.items())),
-        "span_s": round(span, 3),
-    }
-    say(err, f"Recorded {len(workload.rows)} records from {len(workload.partitions)} topic(s) "
-             f"({span:.1f} s of record time) into {path}")
+    note(f"Recorded {len(workload.rows)} records from {len(workload.partitions)} topic(s) "
+         f"({span:.1f} s of record time) into {path}")
     if args.json:
-        json.dump(summary, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"path": str(path), "rows": len(workload.rows),
+                    "topics": dict(sorted(workload.partitions.items())), "span_s": round(span, 3)})
     return 0

@@ -12,21 +12,20 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from tools.replay.cliutil import (
-    config_arg,
-    missing_extra,
-    print_findings,
-    progress_bar,
-    say,
-    speed_arg,
-    topic_count_arg,
+from tools._output import (
+    UsageError,
+    add_log_dir,
+    key_value_arg,
+    log_dir_of,
+    note,
+    print_json,
+    progress,
+    stderr_console,
 )
+from tools.replay.cliutil import missing_extra, print_findings, speed_arg, topic_count_arg
 
 EPILOG = """\
 The workload is Parquet (a file or a dataset directory) or JSON Lines; see
@@ -39,7 +38,7 @@ partition; plots are written next to it.
 Examples:
   seglog replay examples/sample-workload.parquet --log-dir data --report reports/replay.json
   seglog replay capture.jsonl --log-dir /tmp/try --speed max --consumers 2 --json > report.json
-  seglog replay capture.parquet --log-dir /tmp/try --speed 4x --config segment_bytes=262144
+  seglog replay capture.parquet --log-dir /tmp/try --speed 4x --config segment.bytes=262144
 """
 
 
@@ -47,14 +46,14 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "replay",
         help="replay a recorded workload into a log directory (paced), with a report",
-        description="Replay a recorded workload (produce and fetch calls) into a log directory at the "
-        "recorded pace, N times faster, or as fast as possible; report latency, schedule lag and "
+        description="Replay a recorded workload (produce and fetch calls) into a log directory at the\n"
+        "recorded pace, N times faster, or as fast as possible; report latency, schedule lag and\n"
         "throughput, and verify that the log holds exactly the workload's records.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG,
     )
     p.add_argument("workload", help="workload file (.parquet, a Parquet dataset directory, or .jsonl)")
-    p.add_argument("--log-dir", required=True, help="log directory to replay into (created if missing)")
+    add_log_dir(p)
     p.add_argument("--speed", type=speed_arg, default=1.0, metavar="1|N|Nx|max",
                    help="pace: 1 = recorded pace (default), N = N times faster, max = no pacing")
     p.add_argument("--report", type=Path, metavar="PATH",
@@ -65,8 +64,9 @@ def register(subparsers: Any) -> None:
                    help="tailing consumers (subscribe) that measure end-to-end latency (default 0)")
     p.add_argument("--partitions", type=topic_count_arg, action="append", default=[], metavar="TOPIC=N",
                    help="partition count of a topic, overriding the workload's (repeatable)")
-    p.add_argument("--config", type=config_arg, action="append", default=[], metavar="KEY=VALUE",
-                   help="LogConfig setting for the engine, e.g. segment_bytes=262144 (repeatable)")
+    p.add_argument("--config", type=key_value_arg, action="append", default=[], metavar="KEY=VALUE",
+                   help="log config for the topics it creates, Kafka's keys, e.g. segment.bytes=262144 "
+                        "(repeatable)")
     p.add_argument("--no-verify", action="store_true", help="skip reading the log back after the replay")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is off when not a TTY)")
@@ -74,29 +74,32 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
+    """Load, validate, plan, replay, report. Exit 0 ok, 1 invalid workload / errors / mismatch.
+
+    Raises:
+        UsageError: a bad --consumers or --config value (exit 2).
+    """
     if args.consumers < 0:
-        say(err, "Error: --consumers must be >= 0")
-        return 2
-    if missing_extra(err):
+        raise UsageError("--consumers must be >= 0")
+    if missing_extra():
         return 1
-    from engine import LogConfig
+    from engine import LogConfig, errors
+    from engine import run as run_async
     from tools.replay.format import WorkloadError, load_workload
     from tools.replay.plan import build_plan
     from tools.replay.report import build_report, print_summary
-    from tools.replay.runner import ReplayOptions, replay_into, run_async
+    from tools.replay.runner import ReplayOptions, replay_into
 
-    config_kwargs = dict(args.config)
     try:
-        config = LogConfig(**config_kwargs)
-    except TypeError as exc:
-        say(err, f"Error: --config: {exc}")
-        return 2
+        config = LogConfig.from_properties(dict(args.config))
+    except errors.InvalidConfigError as exc:
+        raise UsageError(f"--config: {exc}") from None
+    log_dir = log_dir_of(args, must_exist=False)
     try:
         workload = load_workload(args.workload, dict(args.partitions))
     except WorkloadError as exc:
-        say(err, f"Error: {exc.path}: the workload has {len(exc.findings)} problem(s):")
-        print_findings(exc.findings, err)
+        note(f"Error: {exc.path}: the workload has {len(exc.findings)} problem(s):")
+        print_findings(exc.findings)
         return 1
     plan = build_plan(workload)
     # The plan lives until the end; a full collection over it and the imported modules
@@ -104,13 +107,12 @@ def run(args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()
     options = ReplayOptions(speed=args.speed, consumers=args.consumers, verify=not args.no_verify)
-    with progress_bar("replay", plan.total_rows, enabled=not args.no_progress, console=err) as advance:
-        outcome = run_async(replay_into(args.log_dir, plan, options, config=config, progress=advance))
+    with progress("replay", plan.total_rows, enabled=not args.no_progress, unit="rows") as advance:
+        outcome = run_async(replay_into(log_dir, plan, options, config=config, progress=advance))
     report = build_report(
         workload_path=str(args.workload), plan=plan, options=options, outcome=outcome,
-        log_dir=str(args.log_dir), config=config_kwargs,
+        log_dir=str(log_dir), config=dict(args.config),
     )
-    written: list[Path] = []
     if args.report is not None:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         if not args.no_plots:
@@ -118,15 +120,13 @@ def run(args: argparse.Namespace) -> int:
 
             report["plots"] = [str(p) for p in write_plots(report, args.report)]
         _write_json(args.report, report)
-        written = [args.report, *map(Path, report.get("plots", []))]
-    print_summary(report, err)
-    if written:
-        say(err, f"Report: {written[0]}")
-        if len(written) > 1:
-            say(err, "Plots:  " + ", ".join(str(p) for p in written[1:]))
+    print_summary(report, stderr_console())
+    if args.report is not None:
+        note(f"Report: {args.report}")
+        if report.get("plots"):
+            note("Plots:  " + ", ".join(report["plots"]))
     if args.json:
-        json.dump(report, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(report)
     return 0 if outcome.ok else 1
 
 

@@ -8,16 +8,12 @@ deterministic sample workload (the one bundled in ``examples/``).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from tools.replay.cliutil import missing_extra, print_findings, say, topic_count_arg
+from tools._output import Column, UsageError, note, print_json, print_table
+from tools.replay.cliutil import missing_extra, print_findings, topic_count_arg
 
 EPILOG = """\
 Examples:
@@ -74,11 +70,12 @@ def register(subparsers: Any) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
-    if missing_extra(err):
+    """Exit 0 when the file has no problems, 1 with the findings (stderr; ``--json`` on stdout)."""
+    if missing_extra():
         return 1
     from tools.replay.format import WorkloadError, read_raw
     from tools.replay.validate import validate_raw
+
     try:
         raw = read_raw(args.file)
     except WorkloadError as exc:
@@ -89,66 +86,61 @@ def run_validate(args: argparse.Namespace) -> int:
         findings = validate_raw(raw)
         nrows = raw.nrows
     if args.json:
-        json.dump({"path": str(args.file), "rows": nrows, "ok": not findings,
-                   "findings": [f.to_json() for f in findings]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"path": str(args.file), "rows": nrows, "ok": not findings,
+                    "findings": [f.to_json() for f in findings]})
     if findings:
-        say(err, f"{args.file}: {len(findings)} problem(s) in {nrows} rows:")
-        print_findings(findings, err)
+        note(f"{args.file}: {len(findings)} problem(s) in {nrows} rows:")
+        print_findings(findings)
         return 1
-    say(err, f"{args.file}: {nrows} rows, no problems")
+    note(f"{args.file}: {nrows} rows, no problems")
     return 0
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
-    if missing_extra(err):
+    """Rows per topic and op, producers and time span of a valid workload (exit 1 when invalid)."""
+    if missing_extra():
         return 1
     from tools.replay.format import WorkloadError, load_workload
+
     try:
         w = load_workload(args.file)
     except WorkloadError as exc:
-        say(err, f"Error: {exc}")
+        note(f"Error: {exc}")
         return 1
     per = Counter((r.topic, r.op) for r in w.rows)
     producers = Counter(r.producer for r in w.rows)
     span = (max(r.ts_ns for r in w.rows) - min(r.ts_ns for r in w.rows)) / 1e9
     topics = {t: {"partitions": n, **{op: c for (tt, op), c in sorted(per.items()) if tt == t}}
               for t, n in sorted(w.partitions.items())}
-    summary = {
-        "path": str(args.file),
-        "rows": len(w.rows),
-        "span_s": round(span, 3),
-        "topics": topics,
-        "producers": dict(sorted(producers.items())),
-    }
     if args.json:
-        json.dump(summary, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"path": str(args.file), "rows": len(w.rows), "span_s": round(span, 3), "topics": topics,
+                    "producers": dict(sorted(producers.items()))})
         return 0
-    out = Console()
-    say(out, f"{args.file}: {len(w.rows)} rows over {span:.2f} s of capture time")
-    table = Table()
-    for col in ("topic", "partitions", "produce", "fetch", "fetch_time"):
-        table.add_column(col, justify="left" if col == "topic" else "right")
-    for t, spec in topics.items():
-        table.add_row(t, *(str(spec.get(c, 0)) for c in ("partitions", "produce", "fetch", "fetch_time")))
-    out.print(table)
-    say(out, "producers: " + ", ".join(f"{p or '(none)'} ({n})" for p, n in sorted(producers.items())))
+    ops = ("produce", "fetch", "fetch_time")
+    print_table(
+        [Column("topic"), Column("partitions", "right"), *(Column(op, "right") for op in ops)],
+        [[t, spec["partitions"], *(spec.get(op, 0) for op in ops)] for t, spec in topics.items()],
+        title=f"{args.file}: {len(w.rows)} rows over {span:.2f} s of capture time",
+    )
+    note("producers: " + ", ".join(f"{p or '(none)'} ({n})" for p, n in sorted(producers.items())))
     return 0
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
-    if missing_extra(err):
+    """Write the sample workload (exit 0), or exit 1 when the extra is missing.
+
+    Raises:
+        UsageError: a non-positive --duration (exit 2).
+    """
+    if args.duration is not None and not args.duration > 0:
+        raise UsageError("--duration must be > 0")
+    if missing_extra():
         return 1
     from tools.replay.format import write_workload
     from tools.replay.sample import DEFAULT_DURATION_S, DEFAULT_SEED, generate_sample
-    if args.duration is not None and not args.duration > 0:
-        say(err, "Error: --duration must be > 0")
-        return 2
+
     seed = DEFAULT_SEED if args.seed is None else args.seed
     w = generate_sample(seed, DEFAULT_DURATION_S if args.duration is None else args.duration)
     path = write_workload(args.output, w.rows, w.partitions)
-    say(err, f"Wrote {len(w.rows)} rows (seed {seed}) to {path}")
+    note(f"Wrote {len(w.rows)} rows (seed {seed}) to {path}")
     return 0

@@ -33,10 +33,10 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
 from engine import Record, errors
 from tools.replay.format import OP_FETCH
@@ -71,9 +71,6 @@ EARLIEST_OFFSET: Final = -2
 LATEST_OFFSET: Final = -1
 # Most error messages kept verbatim in the report (the counts by type are complete).
 MAX_ERROR_SAMPLES: Final = 20
-
-T = TypeVar("T")
-
 
 class PartitionLogLike(Protocol):
     """The part of ``engine.PartitionLog`` a replay uses (DESIGN §3)."""
@@ -703,15 +700,3 @@ async def replay_into(
         metrics = await Replayer(engine, plan, options, progress=progress).run()
     after = storage_snapshot(log_dir, plan.topic_partitions)
     return ReplayOutcome(metrics, before, after)
-
-
-def run_async(main: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop when installed (DESIGN §4), else on asyncio's default loop."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
-        factory = None
-    else:
-        factory = uvloop.new_event_loop
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main)
