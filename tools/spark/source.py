@@ -181,8 +181,6 @@ def plan_read(
     opts: ReadOptions,
     pushed: PushedBounds,
     *,
-    starting: OffsetSpec | None = None,
-    ending: OffsetSpec | None = None,
     stream_ranges: Mapping[tuple[str, int], tuple[int, int]] | None = None,
 ) -> list[scan.SegmentRange]:
     """Every segment range the read needs, partition by partition (runs where Spark plans: no Spark calls).
@@ -193,8 +191,6 @@ def plan_read(
     if pushed.unsatisfiable:
         return []
     trace = scan.append_trace(opts.trace_file) if opts.trace_file else None
-    starting = starting or opts.starting
-    ending = ending or opts.ending
     log_starts = scan.log_start_offsets(opts.path)
     ranges: list[scan.SegmentRange] = []
     for topic, partition in scan.list_partitions(opts.path):
@@ -214,8 +210,8 @@ def plan_read(
             bounds = scan.Bounds(first, end)
         else:
             # Below the log start and above the log end, plan_partition clamps: 0 and NO_END are safe.
-            begin, begin_ts = _resolve(starting, topic, partition, log_start=0, log_end=_NO_END)
-            stop, stop_ts = _resolve(ending, topic, partition, log_start=0, log_end=_NO_END)
+            begin, begin_ts = _resolve(opts.starting, topic, partition, log_start=0, log_end=_NO_END)
+            stop, stop_ts = _resolve(opts.ending, topic, partition, log_start=0, log_end=_NO_END)
             bounds = scan.Bounds(
                 max(begin or 0, pushed.start_offset),
                 min(_NO_END if stop is None else stop, pushed.end_offset),
