@@ -286,6 +286,10 @@ class LogSegment:
         self._offset_of_max_timestamp_so_far = base_offset
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = None  # cache of read_next_offset()
+        # (position, base offset) of the first batch of the last append: a reader following the log
+        # (subscribe) starts its header walk there instead of at the offset-index entry, up to
+        # index_interval_bytes back (~20 one-record batches of 190 B, ~2 us each).
+        self._tail: tuple[int, int] | None = None
         # Index files that existed at open are checked on first load; new ones have nothing to check.
         self._indexes_checked = not any(index_files_existed)
         self._trust_indexes = True  # False only for a read-only segment whose index files failed the check
@@ -833,6 +837,7 @@ class LogSegment:
                 self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
                 self._bytes_since_last_index_entry = since
                 self._next_offset = headers[-1].next_offset
+                self._tail = (position, headers[0].base_offset)
         return position
 
     @staticmethod
@@ -899,6 +904,9 @@ class LogSegment:
         self._check_open()
         offset_index = await self._loaded_offset_index()
         start = offset_index.lookup(start_offset).position if offset_index else 0
+        tail = self._tail
+        if tail is not None and tail[1] <= start_offset and tail[0] > start:
+            start = tail[0]  # the batch holding start_offset is at or after the last append's first batch
         end = self._log.size
         limit = end if max_position is None else min(max_position, end)
 
@@ -1115,6 +1123,7 @@ class LogSegment:
                 self._rolling_based_timestamp = None
             self._bytes_since_last_index_entry = 0
             self._next_offset = None
+            self._tail = None
             await self._reload_largest_timestamp(offset_index, time_index)
             return removed
 
@@ -1183,6 +1192,7 @@ class LogSegment:
         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = outcome.max_ts, outcome.max_ts_offset
         self._bytes_since_last_index_entry = outcome.valid - outcome.last_entry
         self._next_offset = outcome.next_offset if outcome.valid == self._log.size else None
+        self._tail = None
         self._rolling_based_timestamp = None if outcome.first is None else outcome.first.max_timestamp
         self._indexes_checked = True
 
