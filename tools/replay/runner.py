@@ -1,22 +1,25 @@
 """The replay runner: drives a plan against an engine and measures what happened.
 
 One asyncio task per producer stream runs its steps in order, each at its
-absolute deadline (:class:`tools.replay.pacing.Pacer`); a produce step sends
-its batch chains (one ``append`` per batch, chains of different partitions
-concurrently); a fetch step first waits for the produce steps it depends on
-(see :mod:`tools.replay.plan`), then calls ``read`` or
-``offset_for_timestamp``. Optional tailing consumers (``subscribe``) split the
-partitions round robin and timestamp every record they receive; end-to-end
-latency is receive time minus the send time of the batch that carried it,
-joined after the run by offset. Every step's start is compared with its
-intended time (schedule lag), so a slow engine shows up as lag instead of
-silently turning the timed replay into a closed loop (coordinated omission);
-``append_corrected`` is completion minus *intended* time, the latency a
-client on the recorded schedule would have seen.
+absolute deadline (:class:`tools.replay.pacing.Pacer`). A produce step calls
+``append`` for each of its batches at that moment, without waiting for the
+producer's earlier appends (up to ``MAX_IN_FLIGHT_STEPS`` unacknowledged, like
+a Kafka producer); appends to one partition are written in call order, so a
+producer's order holds. A fetch step first waits for the producer's own
+appends and for the produce steps of others it depends on (see
+:mod:`tools.replay.plan`), then calls ``read`` or ``offset_for_timestamp``.
+Optional tailing consumers (``subscribe``) split the partitions round robin
+and timestamp every record they receive; end-to-end latency is receive time
+minus the send time of the batch that carried it, joined after the run by
+offset. Every send's start is compared with its intended time (schedule lag),
+so a slow engine shows up as lag instead of silently turning the timed replay
+into a closed loop (coordinated omission); ``append_corrected`` is completion
+minus *intended* time, the latency a client on the recorded schedule would
+have seen, and ``timer_lateness`` is the pacer's own precision.
 
 After the run the log is read back through the public API: each partition
 must hold exactly the planned records (count and checksum), each record the
-content sent at its offset, and each producer's records in its order.
+content acknowledged at its offset, and each producer's records in its order.
 
 Uses only ``engine``'s public API (``Record``, ``errors`` and the duck-typed
 ``Engine``/``PartitionLog`` methods of DESIGN §3), plus a file-system listing
@@ -243,7 +246,13 @@ def count_partitions(engine: EngineLike, topic: str, limit: int = 1 << 16) -> in
 
 
 class Replayer:
-    """Runs one plan against an open engine. Not reusable: one :meth:`run` per instance."""
+    """Runs one plan against an open engine and collects :class:`ReplayMetrics`.
+
+    Concurrency: every task it starts (one per producer, one per append, one
+    per tailing consumer's partition) runs on the caller's event loop; no
+    threads of its own. While a paced run lasts it lowers the process's GIL
+    switch interval (restored after). Not reusable: one :meth:`run` per instance.
+    """
 
     def __init__(
         self,
