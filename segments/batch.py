@@ -579,11 +579,18 @@ def find_timestamp(
             for _ in range(skip):
                 skip_one()
             unpack = unpacker.unpack
+            log_append_time = header.attributes & TIMESTAMP_TYPE_BIT
+            # Rows before the answer are looked at only for their timestamp delta (an int, or the
+            # column path takes over); the answer's row gets every check: ~100 ns a row instead of ~300.
+            target_delta = timestamp - header.base_timestamp
             for delta in range(skip, header.record_count):
-                record = _checked_row(unpack(), delta, header)
-                if record is None:
+                row = unpack()
+                if row.__class__ is not tuple or len(row) != 5 or row[1].__class__ is not int:
                     break
-                if record.timestamp >= timestamp:  # type: ignore[operator]
+                if log_append_time or row[1] >= target_delta:
+                    record = _checked_row(row, delta, header)
+                    if record is None:
+                        break
                     return record.timestamp, record.offset  # type: ignore[return-value]
             else:
                 return None  # unreachable for a valid batch: its max timestamp is some record's
