@@ -21,7 +21,9 @@ def test_quick_run_emits_every_key(tmp_path: Path, capsys: pytest.CaptureFixture
     report_path = tmp_path / "bench.json"
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    code = main(["bench", "--quick", "--json", str(report_path), "--workdir", str(scratch)])
+    markdown_path = tmp_path / "bench.md"
+    code = main(["bench", "--quick", "--json", str(report_path), "--markdown", str(markdown_path),
+                 "--workdir", str(scratch)])
     out = capsys.readouterr().out
     assert code == 0
     report = json.loads(report_path.read_text(encoding="utf-8"))
@@ -42,6 +44,8 @@ def test_quick_run_emits_every_key(tmp_path: Path, capsys: pytest.CaptureFixture
     # The table is printed too, ratios last; and the scratch directory is left empty.
     assert out.rstrip().splitlines()[-1].startswith("recovery scan MB/s")
     assert list(scratch.iterdir()) == []
+    tables = markdown_path.read_text(encoding="utf-8")
+    assert all(report["ratios"][key]["label"] in tables for key in RATIO_KEYS)
 
 
 def test_unknown_section_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

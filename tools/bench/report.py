@@ -28,6 +28,7 @@ class RowSpec:
     label: str
     unit: Unit
     raw_label: str  # what the raw column measures
+    peer: str = "sqlite_normal"  # the sqlite column the seglog/sqlite ratio divides by
 
 
 ROWS: Final[dict[str, RowSpec]] = {
@@ -38,9 +39,13 @@ ROWS: Final[dict[str, RowSpec]] = {
         "produce, 1 record per append, 100 concurrent callers", "rec/s", "one executor hop per record (os.write)"
     ),
     "produce_b1000_1k": RowSpec("produce, batches of 1000 x 1 KiB, no fsync", "rec/s", "msgpack + os.write per batch"),
-    "produce_b1000_fsync": RowSpec("durable produce, fsync per batch of 1000", "rec/s", "+ fdatasync per batch"),
-    "produce_b100_fsync": RowSpec("durable produce, fsync per batch of 100", "rec/s", "+ fdatasync per batch"),
-    "produce_b1_fsync": RowSpec("durable produce, fsync per record", "rec/s", "+ fdatasync per record"),
+    "produce_b1000_fsync": RowSpec(
+        "durable produce, fsync per batch of 1000", "rec/s", "+ fdatasync per batch", "sqlite_full"
+    ),
+    "produce_b100_fsync": RowSpec(
+        "durable produce, fsync per batch of 100", "rec/s", "+ fdatasync per batch", "sqlite_full"
+    ),
+    "produce_b1_fsync": RowSpec("durable produce, fsync per record", "rec/s", "+ fdatasync per record", "sqlite_full"),
     "fetch_sequential": RowSpec("sequential fetch (1 MiB reads, decoded)", "rec/s", "pread 1 MiB + Unpacker"),
     "point_read": RowSpec("point read by offset, p50 (batches of 100)", "us", "pread + unpackb, position known"),
     "point_read_b1000": RowSpec("point read by offset, p50 (batches of 1000)", "us", "pread + unpackb, position known"),
@@ -236,13 +241,14 @@ class Report:
             if not cells:
                 continue
             rows.append([spec.label, spec.unit, *(_fmt(cells.get(c), spec.unit) for c in COLUMNS),
-                         _vs(cells, "raw", spec.unit), _vs(cells, "sqlite_normal", spec.unit), spec.raw_label])
+                         _vs(cells, "raw", spec.unit), _vs(cells, spec.peer, spec.unit), spec.raw_label])
         print_table(
             ["workload", "unit", *(Column(c, "right") for c in ("seglog", "raw", "sqlite NORMAL", "sqlite FULL",
                                                                  "diskcache", "seglog/raw", "seglog/sqlite")),
              "raw reference"],
             rows,
-            title="seglog bench: each figure beside its denominators, same run (latencies: p50, p99 in brackets)",
+            title="seglog bench: each figure beside its denominators, same run (latencies: p50, p99 in brackets; "
+        "seglog/sqlite divides by FULL for the durable rows, NORMAL otherwise)",
         )
         s = self.scaling
         srows: list[list[object]] = []
@@ -307,3 +313,49 @@ def _vs(cells: dict[str, Cell], column: str, unit: str) -> str:
     if mine is None or other is None or other.value == 0 or math.isnan(mine.value) or math.isnan(other.value):
         return "-"
     return f"{mine.value / other.value:.2f}"
+
+
+def markdown(document: dict[str, Any]) -> str:
+    """The rows, scaling runs and ratios of a ``--json`` document as Markdown tables (docs/PERFORMANCE.md)."""
+    heads = ["seglog", "raw", "sqlite NORMAL", "sqlite FULL", "diskcache"]
+    out = [
+        "| workload | unit | " + " | ".join(heads) + " | seglog/raw | seglog/sqlite | raw reference |",
+        "| --- | --- | " + " | ".join("---:" for _ in heads) + " | ---: | ---: | --- |",
+    ]
+    for key in ROW_KEYS:
+        row = document["rows"].get(key)
+        if row is None or all(row.get(c) is None for c in COLUMNS):
+            continue
+        unit = row["unit"]
+        cells = {c: Cell(row[c]["value"], row[c]["p99"]) for c in COLUMNS if row.get(c) and row[c]["value"] is not None}
+        out.append(
+            f"| {row['label']} | {unit} | "
+            + " | ".join(_fmt(cells.get(c), unit) for c in COLUMNS)
+            + f" | {_vs(cells, 'raw', unit)} | {_vs(cells, ROWS[key].peer, unit)} | {row['raw_label']} |"
+        )
+    s = document["scaling"]
+    scaling = ["", "| scaling run | result |", "| --- | ---: |"]
+    if s.get("lookup_point_small_us") is not None:
+        scaling.extend(
+            f"| {what} p50, {s[f'lookup_{size}_records']:,} records | {s[f'lookup_{key}_{size}_us']:.1f} us |"
+            for what, key in (("point read", "point"), ("timestamp lookup + read", "timestamp"))
+            for size in ("small", "large")
+        )
+    if s.get("open_s") is not None:
+        parts = f"{s['open_partitions']} partitions x {s['open_segments'] // s['open_partitions']} segments"
+        scaling.append(f"| listing the directory ({parts}) | {s['listing_s'] * 1000:.1f} ms |")
+        scaling.append(f"| clean open ({parts}, {s['open_bytes'] / 1e6:.0f} MB) | {s['open_s'] * 1000:.0f} ms |")
+        scaling.append(f"| clean open, 10x data ({s['open_10x_data_bytes'] / 1e6:.0f} MB) "
+                       f"| {s['open_10x_data_s'] * 1000:.0f} ms |")
+    scaling.extend(
+        f"| unclean open, {c['name']} ({c['bytes_after'] / 1e6:.0f} MB after the recovery point) "
+        f"| {c['seconds'] * 1000:.0f} ms |"
+        for c in s.get("recovery_cases") or []
+    )
+    ratios = ["", "| ratio (same run) | value | target | verdict |", "| --- | ---: | --- | --- |"]
+    for key in RATIO_KEYS:
+        r = document["ratios"][key]
+        value = "-" if r["value"] is None else f"{r['value']:.2f}"
+        verdict = "-" if r["holds"] is None else ("holds" if r["holds"] else "**missed**")
+        ratios.append(f"| {r['label']} | {value} | {r['target']} | {verdict} |")
+    return "\n".join(out + (scaling if len(scaling) > 3 else []) + ratios) + "\n"

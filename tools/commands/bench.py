@@ -15,6 +15,7 @@ from typing import Any
 
 from tools._output import EXIT_OK, UsageError, epilog, note
 from tools.bench import SECTIONS, BenchOptions, run_bench
+from tools.bench.report import markdown
 
 NOTES = f"""\
 Sections: {", ".join(SECTIONS)}. Every figure is printed beside its raw
@@ -51,6 +52,7 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="write the JSON report to PATH (default, or '-': stdout, and no table)",
     )
+    p.add_argument("--markdown", default=None, metavar="PATH", help="also write the tables as Markdown to PATH")
     p.add_argument("--only", default=None, metavar="NAME,...", help=f"run only these sections ({', '.join(SECTIONS)})")
     p.add_argument("--workdir", default=None, metavar="DIR", help="scratch directory (default: system temp dir)")
     p.add_argument("--seed", type=int, default=7, help="seed of the random offsets and timestamps (default 7)")
@@ -72,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     report = run_bench(BenchOptions(quick=args.quick, only=only, workdir=workdir, seed=args.seed, progress=note))
     document = report.as_json()
     document["command"] = "seglog bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "seglog bench"
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(document), encoding="utf-8")
+        note(f"Markdown tables written to {args.markdown}")
     if args.json == "-":
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return EXIT_OK
