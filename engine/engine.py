@@ -396,6 +396,7 @@ class Engine:
             segments.add(segment)
         try:
             recovered = recovered_bytes = truncated_total = 0
+            first_recovered = 2**63 - 1  # base offset of the first recovered segment
             if not self.read_only:
                 max_batch = max(config.max_message_bytes, config.segment_bytes)
                 to_recover: list[LogSegment] = []
@@ -412,6 +413,7 @@ class Engine:
                         continue  # deleted below, after an earlier truncation
                     size = segment.size
                     cut = await segment.recover(max_batch)
+                    first_recovered = min(first_recovered, segment.base_offset)
                     recovered += 1
                     recovered_bytes += size
                     truncated_total += cut
@@ -448,7 +450,9 @@ class Engine:
             segments,
             log_start_offset=start,
             log_end_offset=log_end_offset,
-            recovery_point=log_end_offset,
+            # Recovered segments are durable only after the flush below: start the recovery point at
+            # the first of them so that flush() syncs them all before it moves past them.
+            recovery_point=min(first_recovered, log_end_offset),
             read_only=self.read_only,
         )
         if recovered:
