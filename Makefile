@@ -37,9 +37,10 @@ test-fast: PYTEST_ARGS = -m "not spark"
 test-fast: lint typecheck pytest
 
 # The main job: replay the bundled sample workload (examples/, fixed seed) at its recorded pace into
-# the embedded default log directory ./data; the report and plots go to ./reports.
+# the embedded default log directory ./data, with two tailing consumers measuring end-to-end latency;
+# the report (JSON) and plots (PNG) go to ./reports.
 run: venv
-	$(VENV)/bin/seglog replay examples/sample-workload.parquet --log-dir data --report reports/replay.json
+	$(VENV)/bin/seglog replay examples/sample-workload.parquet --log-dir data --report reports/replay.json --consumers 2
 
 bench: venv
 	$(VENV)/bin/seglog bench

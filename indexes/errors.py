@@ -21,9 +21,10 @@ and *the bytes are wrong* (:class:`CorruptionError`)::
     ├── SlotOutOfRangeError            ``entry(n)`` for a slot the index does not have
     ├── ReadOnlyIndexError             a change to an index opened read-only
     ├── RecordTooLargeError            (segments) a batch over max_message_bytes
-    └── (engine) InvalidConfigError, InvalidRecordError, InvalidTopicError,
-        TopicExistsError, UnknownTopicOrPartitionError, OffsetOutOfRangeError,
-        LogDirLockedError
+    ├── (engine) InvalidConfigError, InvalidRecordError, InvalidTopicError,
+    │   TopicExistsError, UnknownTopicOrPartitionError, OffsetOutOfRangeError,
+    │   LogDirLockedError
+    └── (tools) WorkloadError              a recorded workload that breaks its format
 
 Errors caused by a caller's argument also derive from the matching builtin
 (``ValueError``, ``TypeError``, ``LookupError``) so that generic handlers work.

@@ -8,34 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from engine.partitioner import partition_for_key
 from tools.replay import plan as plan_mod
 from tools.replay.format import Workload, WorkloadRow, derive_partitions, write_workload
 from tools.replay.plan import (
     FetchStep,
     ProduceStep,
     build_plan,
-    murmur2,
-    partition_for_key,
     record_digest,
     synthetic_value,
 )
 from tools.replay.sample import generate_sample
 from tools.replay.validate import validate_file
-
-
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [  # Kafka's UtilsTest.testMurmur2
-        (b"21", -973932308),
-        (b"foobar", -790332482),
-        (b"a-little-bit-long-string", -985981536),
-        (b"a-little-bit-longer-string", -1486304829),
-        (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
-        (b"abc", 479470107),
-    ],
-)
-def test_murmur2_matches_kafka(data: bytes, expected: int) -> None:
-    assert murmur2(data) == expected
 
 
 def test_partition_for_key_is_to_positive_modulo() -> None:

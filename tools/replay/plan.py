@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from engine.partitioner import partition_for_key
 from tools.replay.format import (
     DEFAULT_FETCH_MAX_BYTES,
     OP_FETCH,
@@ -45,7 +46,6 @@ from tools.replay.format import (
 # max.message.bytes (1 MiB + 12), so a same-instant burst never fails as too large.
 MAX_BATCH_RECORDS: Final = 1000
 MAX_BATCH_BYTES: Final = 256 * 1024
-_MASK32: Final = 0xFFFFFFFF
 _MASK64: Final = (1 << 64) - 1
 
 TopicPartition = tuple[str, int]
@@ -145,38 +145,6 @@ class ReplayPlan:
     @property
     def topic_partitions(self) -> list[TopicPartition]:
         return [(t, p) for t, n in sorted(self.partitions.items()) for p in range(n)]
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed 32-bit int like the Java client."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK32
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & _MASK32
-        k ^= k >> r
-        k = (k * m) & _MASK32
-        h = (h * m) & _MASK32
-        h ^= k
-    rest = length % 4
-    if rest == 3:
-        h ^= data[whole + 2] << 16
-    if rest >= 2:
-        h ^= data[whole + 1] << 8
-    if rest >= 1:
-        h ^= data[whole]
-        h = (h * m) & _MASK32
-    h ^= h >> 13
-    h = (h * m) & _MASK32
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_key(key: bytes, partitions: int) -> int:
-    """Kafka's default partition of a keyed record: ``toPositive(murmur2(key)) % partitions``."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def synthetic_value(producer: str, position: int, size: int) -> bytes:
