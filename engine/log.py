@@ -622,6 +622,9 @@ class PartitionLog:
                 for record in result.records:
                     yield record
                 offset = result.next_offset
+                # A page-cache read never suspends: a subscriber catching up on a long backlog
+                # would otherwise hold the loop (and starve the writer) until it reaches the end.
+                await asyncio.sleep(0)
                 continue
             if offset > self._log_end_offset:
                 raise OffsetOutOfRangeError(
