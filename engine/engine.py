@@ -158,7 +158,8 @@ class Engine:
         self._partitioner = KeyPartitioner()
         self._groups = GroupOffsets(path / "consumer-offsets", read_only=read_only)
         self._closed = False
-        self._closing: asyncio.Future[None] | None = None
+        self._closing = False
+        self._close_task: asyncio.Task[None] | None = None
         self._admin_lock = asyncio.Lock()
         self._checkpoint_lock = asyncio.Lock()
         self._doomed: set[LogSegment] = set()  # renamed .deleted, waiting for file.delete.delay.ms
@@ -390,7 +391,20 @@ class Engine:
                 raise
             return opened, missing
 
-        opened, missing_index = await in_thread(open_segments)
+        job = asyncio.ensure_future(in_thread(open_segments))
+        try:
+            opened, missing_index = await asyncio.shield(job)
+        except asyncio.CancelledError:
+            # The thread goes on opening files after a cancellation: release what it opened.
+            with contextlib.suppress(BaseException):
+                done, _ = await job
+
+                def release() -> None:
+                    for segment in done:
+                        segment.close_handlers_in_thread()
+
+                await in_thread(release)
+            raise
         segments: LogSegments[LogSegment] = LogSegments()
         for segment in opened:
             segments.add(segment)
@@ -472,7 +486,11 @@ class Engine:
             preallocate_bytes=config.initial_segment_size,
         )
         # The new file's directory entry must survive power loss as well as its bytes.
-        await _fs.fsync_dir(directory)
+        try:
+            await _fs.fsync_dir(directory)
+        except BaseException:
+            await segment.close()
+            raise
         return segment
 
     async def _open_segment(self, plog: PartitionLog, base_offset: int, *, now_ms: int) -> LogSegment:
@@ -581,11 +599,12 @@ class Engine:
         now_ms = _now_ms()
         segments: LogSegments[LogSegment] = LogSegments()
         segments.add(await self._new_segment(directory, topic.config, 0, now_ms))
-        await _fs.fsync_dir(self.path)
+        # Registered before the last fsync: if that fails, the engine still owns (and closes) the files.
         self._logs[(topic.name, partition)] = PartitionLog(
             self, topic.name, partition, directory, topic.config, segments,
             log_start_offset=0, log_end_offset=0, recovery_point=0, read_only=False,
         )
+        await _fs.fsync_dir(self.path)
 
     async def delete_topic(self, topic: str) -> None:
         """Delete ``topic``: its partitions close at once and their files are removed in the background.
@@ -760,8 +779,8 @@ class Engine:
         reason for the delay). Files still waiting at close are removed then;
         after a crash, the next open removes leftover ``.deleted`` files.
         """
+        self._doomed.add(segment)  # first: if the rename fails or is cancelled, close still releases it
         await segment.change_file_suffixes("", DELETED_SUFFIX)
-        self._doomed.add(segment)
         delay_s = plog.config.file_delete_delay_ms / 1000
 
         async def remove_later() -> None:
@@ -841,22 +860,25 @@ class Engine:
     async def close(self) -> None:
         """Finish appends in flight, flush, checkpoint, mark a clean shutdown, release the lock.
 
-        Idempotent, and safe to call again after a cancelled close.
+        Idempotent. The work runs in a task of its own: a caller cancelled while
+        waiting does not stop it half way (the lock would stay held and files
+        open), and a later ``close()`` waits for the same task.
         """
         if self._closed:
             return
-        if self._closing is None:
-            self._closing = asyncio.get_running_loop().create_future()
-            try:
-                await self._close()
-            finally:
-                self._closed = True
-                if not self._closing.done():
-                    self._closing.set_result(None)
-        else:
-            await asyncio.shield(self._closing)
+        if self._close_task is None:
+            self._close_task = asyncio.get_running_loop().create_task(self._close(), name="seglog-close")
+        await asyncio.shield(self._close_task)
 
     async def _close(self) -> None:
+        self._closing = True  # admin calls from now on are refused
+        try:
+            async with self._admin_lock:  # a create_topic or delete_topic in progress finishes first
+                await self._close_locked()
+        finally:
+            self._closed = True
+
+    async def _close_locked(self) -> None:
         background = list(self._tasks)
         for task in background:
             task.cancel()
@@ -866,9 +888,8 @@ class Engine:
         async def close_one(plog: PartitionLog) -> bool:
             async with gate:
                 try:
-                    if not self.read_only:
-                        await plog.flush()
-                    await plog.close()
+                    # Drains the appends already queued, then fsyncs, then closes the files.
+                    await plog.close(flush=not self.read_only)
                 except SeglogError as exc:
                     log.error("%s-%d: close failed: %s", plog.topic, plog.partition, exc)
                     return False
@@ -904,6 +925,8 @@ class Engine:
 
     def _check_writable(self) -> None:
         self._check_open()
+        if self._closing:
+            raise ClosedError(f"the engine on {self.path} is closing")
         if self.read_only:
             raise ClosedError(f"the engine on {self.path} is open read-only")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -54,12 +55,25 @@ def validate_group(group: object) -> str:
     return group
 
 
+# File names stay under the 255-byte limit of most file systems, temp suffix included: a group id
+# whose base64 would be longer is named by its SHA-256 instead (the id itself is inside the file).
+_MAX_B64_NAME: Final = 200
+
+
 def group_file_name(group: str) -> str:
-    return base64.urlsafe_b64encode(group.encode("utf-8")).decode("ascii").rstrip("=") + _SUFFIX
+    encoded = base64.urlsafe_b64encode(group.encode("utf-8")).decode("ascii").rstrip("=")
+    if len(encoded) > _MAX_B64_NAME:
+        encoded = "sha256-" + hashlib.sha256(group.encode("utf-8")).hexdigest()
+    return encoded + _SUFFIX
+
+
+def is_group_file_name(name: str) -> bool:
+    return name.endswith(_SUFFIX) and not name.startswith(".")
 
 
 def group_from_file_name(name: str) -> str | None:
-    if not name.endswith(_SUFFIX):
+    """The group id a base64 file name encodes; ``None`` for a hashed name or anything else."""
+    if not is_group_file_name(name) or name.startswith("sha256-"):
         return None
     stem = name[: -len(_SUFFIX)]
     try:
@@ -100,13 +114,12 @@ def _load_dir(directory: Path) -> dict[str, dict[TopicPartition, int]]:
     if not directory.is_dir():
         return out
     for path in sorted(directory.iterdir()):
-        group = group_from_file_name(path.name)
-        if group is None:
+        if not is_group_file_name(path.name):
             continue
         try:
-            name_in_file, offsets = decode_group_file(path.read_bytes())
-            if name_in_file != group:
-                raise ValueError(f"file holds group {name_in_file!r}")
+            group, offsets = decode_group_file(path.read_bytes())
+            if group_file_name(group) != path.name:
+                raise ValueError(f"file holds group {group!r}, whose file name differs")
         except (OSError, ValueError) as exc:
             log.warning("%s: unreadable consumer-group offsets (%s); the group starts over", path, exc)
             continue
@@ -153,12 +166,16 @@ class GroupOffsets:
 
     async def forget_topic(self, topic: str) -> None:
         for group in list(self._offsets):
-            if any(t == topic for t, _ in self._offsets[group]):
-                lock = self._locks.setdefault(group, asyncio.Lock())
-                async with lock:
-                    kept = {tp: o for tp, o in self._offsets.get(group, {}).items() if tp[0] != topic}
-                    await self._write(group, kept)
-                    self._offsets[group] = kept
+            if not any(t == topic for t, _ in self._offsets.get(group, {})):
+                continue
+            lock = self._locks.setdefault(group, asyncio.Lock())
+            async with lock:
+                current = self._offsets.get(group)
+                if current is None:  # deleted while this waited for the lock
+                    continue
+                kept = {tp: o for tp, o in current.items() if tp[0] != topic}
+                await self._write(group, kept)
+                self._offsets[group] = kept
 
     async def _write(self, group: str, offsets: dict[TopicPartition, int]) -> None:
         if not self._dir_ready:

@@ -40,7 +40,7 @@ from engine._fs import CLEAN_SHUTDOWN_FILE, TOPIC_FILE
 from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, parse_checkpoint
 from engine.config import LogConfig
 from engine.errors import CorruptionError, InvalidConfigError, StorageError, UnknownTopicOrPartitionError
-from engine.groups import decode_group_file, group_from_file_name
+from engine.groups import decode_group_file, group_from_file_name, is_group_file_name
 from engine.names import parse_partition_dir, partition_dir_name, validate_topic
 from indexes.offset_index import OFFSET_ENTRY, OffsetPosition
 from indexes.search import largest_lower_bound
@@ -1029,7 +1029,18 @@ def _groups(log_dir: Path) -> list[str]:
     gdir = log_dir / GROUPS_DIR
     if not gdir.is_dir():
         return []
-    return sorted(g for name in _list_dir(gdir) if (g := group_from_file_name(name)) is not None)
+    groups = []
+    for name in _list_dir(gdir):
+        if not is_group_file_name(name):
+            continue
+        try:
+            groups.append(decode_group_file((gdir / name).read_bytes())[0])
+        except (OSError, ValueError, TypeError, KeyError):
+            # Unreadable (verify reports it; the engine skips it): name it from its file name if it can.
+            fallback = group_from_file_name(name)
+            if fallback is not None:
+                groups.append(fallback)
+    return sorted(groups)
 
 
 def describe_log_dir(log_dir: str | os.PathLike[str], *, topic: str | None = None) -> LogDirInfo:
@@ -1320,7 +1331,7 @@ def _verify_groups(v: _Verifier, root: Path) -> None:
         return
     for name in _list_dir(gdir):
         path = gdir / name
-        if group_from_file_name(name) is None:
+        if not is_group_file_name(name):
             continue
         try:
             decode_group_file(path.read_bytes())
@@ -1821,7 +1832,7 @@ def group_offsets(log_dir: str | os.PathLike[str]) -> dict[str, dict[tuple[str, 
     if not gdir.is_dir():
         return out
     for name in _list_dir(gdir):
-        if group_from_file_name(name) is None:
+        if not is_group_file_name(name):
             continue
         try:
             group, offsets = decode_group_file((gdir / name).read_bytes())

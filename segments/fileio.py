@@ -286,6 +286,7 @@ class SegmentFile:
         self._writable = writable
         self._page_cache_reads = ops.page_cache_reads
         self._closed = False
+        self._released = False  # the descriptor was closed (once)
         self._busy = 0
         self._cond = threading.Condition()
 
@@ -372,12 +373,26 @@ class SegmentFile:
         if self._closed:
             return
         self._closed = True  # from here on new calls refuse; calls already in threads finish first
-        await run_to_completion(in_thread(self._close_sync, trim))
+        await run_to_completion(in_thread(self.close_in_thread, trim=trim))
+
+    def begin_close(self) -> None:
+        """Refuse new operations from now on (call on the event loop before :meth:`close_in_thread`).
+
+        A read on the loop checks ``closed`` and then reads without a thread hop;
+        marking the file closed on the loop first means no such read can start
+        while a worker thread releases the descriptor (which the OS may then reuse).
+        """
+        self._closed = True
 
     def close_in_thread(self, *, trim: bool = True) -> None:
-        """The blocking form of :meth:`close`, for a caller already in an executor thread."""
-        if self._closed:
-            return
+        """The blocking form of :meth:`close`, for a caller already in an executor thread.
+
+        Closes the descriptor once, also after :meth:`begin_close`.
+        """
+        with self._cond:
+            if self._released:
+                return
+            self._released = True
         self._closed = True
         self._close_sync(trim)
 
@@ -404,8 +419,8 @@ class SegmentFile:
     def __del__(self) -> None:
         # Garbage collection of an open file: say so (pytest turns it into an error) and release the
         # descriptor, which nothing else will ever close.
-        if not getattr(self, "_closed", True):
-            self._closed = True
+        if not getattr(self, "_released", True):
+            self._closed = self._released = True
             warnings.warn(f"unclosed segment file {self._path}", ResourceWarning, stacklevel=2, source=self)
             with contextlib.suppress(OSError):
                 os.close(self._fd)
@@ -495,8 +510,13 @@ class SegmentFile:
             # Cut off whatever part of the write reached the file, so the file ends where it did. A
             # failed fdatasync also lands here: after it the kernel may have dropped the dirty pages
             # ("fsyncgate"), so the write is treated as not done rather than as maybe-durable.
+            # Cut back to `position` itself: with preallocation the file is longer than the data, and
+            # cutting to that length would leave the failed batch on disk right after the logical
+            # end, where a retry's shorter or equal write does not reach and recovery would find it.
             with contextlib.suppress(OSError):
-                self._ops.ftruncate(self._fd, max(position, self._file_length))
+                self._ops.ftruncate(self._fd, position)
+                if self._file_length > position:
+                    self._ops.fallocate(self._fd, position, self._file_length - position)  # zeros again
             raise _storage_error("fdatasync" if sync else "write", self._path, exc) from exc
 
     async def truncate(self, size: int) -> None:
@@ -613,7 +633,8 @@ class SegmentFile:
         self._check_open()
         if self._page_cache_reads:
             try:
-                return fn(self._pread_nowait)  # on the loop: close() cannot run in between
+                # Guarded like a thread's read: close_in_thread() (from a worker) waits for it to end.
+                return self._guarded(fn, self._pread_nowait)
             except _NotCached:
                 pass
         return await in_thread(self._guarded, fn, self._pread_blocking)

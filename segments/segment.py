@@ -24,6 +24,7 @@ import functools
 import logging
 import os
 import struct
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -293,6 +294,8 @@ class LogSegment:
         # Index files that existed at open are checked on first load; new ones have nothing to check.
         self._indexes_checked = not any(index_files_existed)
         self._trust_indexes = True  # False only for a read-only segment whose index files failed the check
+        self._load_lock = threading.Lock()  # first index load and check: one executor thread at a time
+        self._released = False  # the files were closed (once), see close_in_thread
         self._closed = False
 
     @functools.cached_property
@@ -447,12 +450,25 @@ class LogSegment:
         """
         if self._closed:
             return
+        self.begin_close()
         await run_to_completion(in_thread(self.close_in_thread))
+
+    def begin_close(self) -> None:
+        """Refuse new operations from now on; call on the event loop before :meth:`close_in_thread`.
+
+        Reads run on the loop without a thread hop when the bytes are cached;
+        marking the segment closed on the loop first keeps them from starting
+        while a worker thread releases the files.
+        """
+        self._closed = True
+        self._log.begin_close()
 
     def close_in_thread(self) -> None:
         """The blocking form of :meth:`close` (one hop closes every segment of a partition)."""
-        if self._closed:
-            return
+        with self._load_lock:
+            if self._released:
+                return
+            self._released = True
         self._closed = True
         try:
             if self._writable and self._max_timestamp_so_far is not None and self._max_timestamp_so_far >= 0:
@@ -461,6 +477,12 @@ class LogSegment:
                     _final_time_entry(
                         self._time_index.get(), self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
                     )
+            if self._writable and self._log.size > 0:
+                # Leave both index files behind (Kafka's close loads and trims both): a segment too
+                # small to have needed an offset-index entry would otherwise reopen "missing an
+                # index" and be recovered at every open.
+                with contextlib.suppress(SeglogError):
+                    self._offset_index.get()
         finally:
             try:
                 self._offset_index.close() if self._writable else self._offset_index.close_handler()
@@ -479,23 +501,32 @@ class LogSegment:
         For a caller in an executor thread that opened segments and must give
         them up after a failure.
         """
-        if self._closed:
-            return
+        with self._load_lock:
+            if self._released:
+                return
+            self._released = True
         self._closed = True
         try:
             self._offset_index.close_handler()
-            self._time_index.close_handler()
-            self._txn_index.close()
         finally:
-            self._log.close_in_thread(trim=False)
+            try:
+                self._time_index.close_handler()
+            finally:
+                try:
+                    self._txn_index.close()
+                finally:
+                    self._log.close_in_thread(trim=False)
 
     async def delete(self) -> None:
         """Close without trimming and delete the ``.log`` and its three index files (those that exist).
 
         Raises:
             StorageError: a file exists but cannot be removed.
+            ClosedError: the segment was opened read-only.
         """
-        self._closed = True
+        if not self._writable:
+            raise ClosedError(f"{self._log.path}: segment was opened read-only; it cannot delete files")
+        self._closed = self._released = True
         log = self._log
 
         def remove_indexes() -> None:
@@ -617,6 +648,12 @@ class LogSegment:
         return await in_thread(self._load_indexes_in_thread, check)
 
     def _load_indexes_in_thread(self, check: bool) -> tuple[OffsetIndex, TimeIndex]:
+        # Serialised: two first loads racing (a read and an append, two reads) would otherwise both
+        # check, and both rebuild, the same mapped index from two executor threads.
+        with self._load_lock:
+            return self._load_indexes_locked(check)
+
+    def _load_indexes_locked(self, check: bool) -> tuple[OffsetIndex, TimeIndex]:
         offset_index, time_index = self._offset_index.get(), self._time_index.get()
         if check and not self._indexes_checked:
             problem = self._log.read_in_thread(partial(self._index_problem, offset_index, time_index))
@@ -632,26 +669,49 @@ class LogSegment:
                     self._apply_scan(outcome)
                 else:
                     # A read-only snapshot cannot be rewritten: stop using it (lookups then scan
-                    # from the start of the segment, which is always correct) and take the largest
-                    # timestamp from the batch headers.
-                    self._trust_indexes = False
-                    max_ts, max_ts_offset = NO_TIMESTAMP, self._base_offset
-                    end = self._log.size
-
-                    def walk(pread: PRead) -> tuple[int, int]:
-                        best = (NO_TIMESTAMP, self._base_offset)
-                        for _, header in _walk_headers(pread, 0, end, self._log.path):
-                            if header.max_timestamp > best[0]:
-                                best = (header.max_timestamp, header.last_offset)
-                        return best
-
-                    max_ts, max_ts_offset = self._log.read_in_thread(walk)
-                    self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
+                    # from the start of the segment, which is always correct).
+                    self._distrust_indexes_in_thread()
             self._indexes_checked = True
         if self._max_timestamp_so_far is None:
             last = time_index.last_entry
             self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = last.timestamp, last.offset
         return offset_index, time_index
+
+    def _distrust_indexes_in_thread(self) -> None:
+        """Read-only and the indexes are missing or wrong: scan from the start, max timestamp from headers."""
+        self._trust_indexes = False
+        end = self._log.size
+
+        def walk(pread: PRead) -> tuple[int, int]:
+            best = (NO_TIMESTAMP, self._base_offset)
+            for _, header in _walk_headers(pread, 0, end, self._log.path):
+                if header.max_timestamp > best[0]:
+                    best = (header.max_timestamp, header.last_offset)
+            return best
+
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = self._log.read_in_thread(walk)
+
+    def _read_indexes_in_thread(self) -> tuple[OffsetIndex, TimeIndex] | None:
+        """The indexes for a read, or ``None`` when a read must scan from the start of the segment.
+
+        ``None`` only for a read-only segment whose index files are missing (a
+        read-only index cannot be created) or failed their first-load check.
+        """
+        with self._load_lock:
+            if self._trust_indexes and not self._writable and not all(self._index_files_existed):
+                self._distrust_indexes_in_thread()
+                self._indexes_checked = True
+            if not self._trust_indexes:
+                return None
+        indexes = self._load_indexes_in_thread(True)
+        return indexes if self._trust_indexes else None
+
+    async def _read_indexes(self) -> tuple[OffsetIndex, TimeIndex] | None:
+        if self._indexes_checked and self._max_timestamp_so_far is not None and (
+            not self._trust_indexes or (self._offset_index.is_loaded and self._time_index.is_loaded)
+        ):
+            return (self._offset_index.get(), self._time_index.get()) if self._trust_indexes else None
+        return await in_thread(self._read_indexes_in_thread)
 
     def _index_problem(self, offset_index: OffsetIndex, time_index: TimeIndex, pread: PRead) -> str | None:
         """Why the indexes cannot be trusted, or ``None``: Kafka's sanity checks, plus a look at the
@@ -688,7 +748,8 @@ class LogSegment:
             StorageError: the time index cannot be opened.
         """
         self._check_open()
-        await self._indexes()
+        if self._max_timestamp_so_far is None:
+            await (self._indexes() if self._writable else self._read_indexes())
         assert self._max_timestamp_so_far is not None
         return TimestampOffset(self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far)
 
@@ -854,10 +915,8 @@ class LogSegment:
     async def _loaded_offset_index(self) -> OffsetIndex | None:
         if self._offset_index.is_loaded and self._indexes_checked:
             return self._offset_index.get() if self._trust_indexes else None
-        if not self._writable and not self._index_files_existed[0]:
-            return None  # read-only without an index file: scan from the start
-        offset_index = (await self._indexes())[0]
-        return offset_index if self._trust_indexes else None
+        indexes = await self._read_indexes()
+        return None if indexes is None else indexes[0]
 
     def _locate(self, pread: PRead, offset: int, start: int, end: int) -> LocatedBatch | None:
         for located in _walk_headers(pread, start, end, self._log.path):
@@ -941,8 +1000,9 @@ class LogSegment:
             StorageError, ClosedError.
         """
         self._check_open()
-        offset_index, time_index = await self._indexes()
-        if self._trust_indexes:
+        indexes = await self._read_indexes()
+        if indexes is not None:
+            offset_index, time_index = indexes
             entry = time_index.lookup(timestamp)
             start = offset_index.lookup(max(entry.offset, starting_offset)).position
         else:
@@ -979,8 +1039,11 @@ class LogSegment:
         if self._next_offset is not None:
             return self._next_offset
         offset_index = await self._loaded_offset_index()
+        # Both bounds are taken here, on the loop, together: an append finishing while the read runs
+        # in a thread must not move the start (the last index entry) past the end.
         end = self._log.size
-        next_offset = await self._log.run_read(partial(self._walk_to_end, offset_index, end))
+        start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
+        next_offset = await self._log.run_read(partial(self._walk_to_end, start, end))
         if end == self._log.size:  # nothing appended meanwhile: the answer is still current
             self._next_offset = next_offset
         return next_offset
@@ -989,17 +1052,13 @@ class LogSegment:
         """The blocking form of :meth:`read_next_offset`, for a caller already in a thread (open)."""
         self._check_open()
         if self._next_offset is None:
-            offset_index: OffsetIndex | None = None
-            if self._writable or self._index_files_existed[0]:
-                offset_index = self._load_indexes_in_thread(True)[0] if self._trust_indexes else None
-                if not self._trust_indexes:
-                    offset_index = None
-            end = self._log.size
-            self._next_offset = self._log.read_in_thread(partial(self._walk_to_end, offset_index, end))
+            indexes = self._read_indexes_in_thread()
+            offset_index = None if indexes is None else indexes[0]
+            start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
+            self._next_offset = self._log.read_in_thread(partial(self._walk_to_end, start, self._log.size))
         return self._next_offset
 
-    def _walk_to_end(self, offset_index: OffsetIndex | None, end: int, pread: PRead) -> int:
-        start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
+    def _walk_to_end(self, start: int, end: int, pread: PRead) -> int:
         next_offset = self._base_offset
         for _, header in _walk_headers(pread, start, end, self._log.path):
             next_offset = header.next_offset
@@ -1125,6 +1184,12 @@ class LogSegment:
             self._next_offset = None
             self._tail = None
             await self._reload_largest_timestamp(offset_index, time_index)
+            if self._log.size > 0 and self._rolling_based_timestamp is None:
+                # Opened in bulk without its first header (only the active segment needed it then):
+                # read it now that this segment may become the active one (Kafka loads it lazily).
+                head = await self._log.read_at(0, HEADER_SIZE)
+                if len(head) == HEADER_SIZE:
+                    self._rolling_based_timestamp = read_header(head).max_timestamp
             return removed
 
         return await run_to_completion(work())
@@ -1281,7 +1346,7 @@ class LogSegment:
             ValueError: a file name does not end with ``old_suffix``.
             StorageError: a rename failed.
         """
-        self._check_open()
+        self._check_writable()
 
         def renamed(path: Path) -> Path:
             name = str(path)

@@ -1,0 +1,42 @@
+"""Engine._new_segment opens the new segment, then fsyncs the directory; when that fsync fails
+the freshly opened LogSegment is dropped without being closed (leaked descriptor, ResourceWarning
+under filterwarnings=error). Same shape in _create_partition (fsync of the log dir after
+_new_segment)."""
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from engine import Engine, LogConfig, Record, errors
+from segments.faults import FailingOps
+from segments.fileio import use_ops
+
+
+def _open_files_under(root: Path) -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(root)) and target.endswith(".log"):
+            out.append(target)
+    return out
+
+
+async def test_failed_roll_does_not_leak_segment(tmp_path: Path) -> None:
+    ops = FailingOps()
+    config = LogConfig(segment_bytes=300, segment_index_bytes=240)
+    with use_ops(ops):
+        async with Engine.open(tmp_path, config) as engine:
+            await engine.create_topic("t")
+            log = engine.log("t")
+            await log.append([Record(b"x" * 150)])
+            # the roll's SegmentFile.open fsyncs the dir (passes), then _new_segment fsyncs it again (fails)
+            ops.fail("fsync", errno.EIO, after=1, times=1)
+            with pytest.raises(errors.StorageError):
+                await log.append([Record(b"y" * 150)])
+            ops.clear()
+        leaked = _open_files_under(tmp_path)
+    assert not leaked, f"descriptors still open after Engine.close(): {leaked}"

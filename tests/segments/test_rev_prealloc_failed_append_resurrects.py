@@ -1,0 +1,45 @@
+"""On a preallocated .log, a failed append (here: fdatasync fails after the pwritev wrote everything)
+'cuts the file back' with ftruncate(max(position, file_length)) == the preallocated length, i.e. does
+nothing: the failed batches stay on disk past the logical size. The next (successful) append of
+same-sized batches at the same offsets sits right before the stale bytes, and after a crash recovery
+happily resurrects a batch whose append was reported as failed."""
+import errno
+
+import pytest
+from seghelpers import batch
+
+from indexes.errors import StorageError
+from segments.fileio import FileOps
+from segments.segment import LogSegment
+
+KW = dict(max_index_size=4096, index_interval_bytes=4096, roll_jitter_ms=0, now_ms=0)
+
+class FailSyncOnce(FileOps):
+    armed = False
+    def fdatasync(self, fd):
+        if self.armed:
+            self.armed = False
+            raise OSError(errno.EIO, "injected")
+        super().fdatasync(fd)
+
+async def test_failed_append_not_resurrected(tmp_path):
+    ops = FailSyncOnce()
+    seg = await LogSegment.open(tmp_path, 0, preallocate_bytes=1 << 20, ops=ops, **KW)
+    await seg.append([batch(0, "x")])
+    ops.armed = True
+    with pytest.raises(StorageError):
+        await seg.append([batch(1, "FAILED-1"), batch(2, "FAILED-2")], fsync=True)
+    assert seg.size == len(batch(0, "x"))
+    # the producer retries / another producer writes offset 1 (same size as FAILED-1)
+    await seg.append([batch(1, "retry-01")], fsync=True)
+    assert await seg.read_next_offset() == 2
+    # crash: nothing trimmed
+    seg.close_handlers_in_thread()
+    seg2 = await LogSegment.open(tmp_path, 0, file_already_exists=True, ops=ops, **KW)
+    try:
+        await seg2.recover(max_batch_bytes=1 << 20)
+        values = [r.value for r in (await seg2.read(0, 1 << 20)).records()]
+        assert b"FAILED-2" not in values, values
+        assert await seg2.read_next_offset() == 2
+    finally:
+        await seg2.close()
