@@ -57,6 +57,7 @@ from segments.batch import (
     TimestampType,
     check_header,
     decode_batch,
+    decode_batches,
     encode_batch,
     read_header,
     rebase_batch,
@@ -78,6 +79,9 @@ log = logging.getLogger("seglog")
 # records per hop already reach ~70-80 % of the synchronous rate.
 MAX_GROUP_BYTES: Final = 1 << 20
 DEFAULT_FETCH_BYTES: Final = 1 << 20
+# Largest last write kept in memory for tailing readers: a few single-record appends or one modest
+# batch. Subscribers following a live partition then read without touching the file.
+TAIL_CACHE_BYTES: Final = 16 * 1024
 
 
 _new_append_result = partial(tuple.__new__, AppendResult)  # skips NamedTuple.__new__'s Python frame
@@ -132,6 +136,8 @@ class PartitionLog:
         self._pending: list[_PendingAppend] = []
         self._writer: asyncio.Task[None] | None = None
         self._data_waiters: list[asyncio.Future[None]] = []
+        # (first offset, end offset, bytes) of the last small write: tailing reads decode it directly.
+        self._tail: tuple[int, int, bytes] | None = None
         self._closed = False
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
@@ -438,6 +444,14 @@ class PartitionLog:
         """The bytes of ``chunk`` are in the file: move the log end, resolve the callers, wake readers."""
         last = chunk[-1]
         self._log_end_offset = last.base_offset + last.header.last_offset_delta + 1
+        # Keep the last small write in memory for tailing readers (see read()); a large group is not
+        # worth holding (and readers of bulk data read the page cache at memory speed anyway).
+        size = sum(len(item.data) for item in chunk)
+        self._tail = (
+            (chunk[0].base_offset, self._log_end_offset, b"".join(item.data for item in chunk))
+            if size <= TAIL_CACHE_BYTES
+            else None
+        )
         if fsync:
             self._unflushed_messages = 0
             self._recovery_point = self._log_end_offset
@@ -553,6 +567,14 @@ class PartitionLog:
                 f"{self.topic}-{self.partition}: offset {offset} is outside the log [{start}, {end}]; "
                 f"read from {start} (earliest) or {end} (latest)"
             )
+        tail = self._tail
+        if tail is not None and tail[0] <= offset < tail[1] and offset < end:
+            # The batches of the last write, still in memory: a tailing reader (subscribe) needs no
+            # file read, header walk or second copy. Decoding still checks each batch's CRC.
+            records = decode_batches(tail[2], start_offset=offset, max_batch_bytes=len(tail[2]))
+            if records:
+                records = _within_bytes(records, max_bytes)
+                return FetchResult(records, records[-1].offset + 1, end, self._log_start_offset)
         segment: LogSegment | None = self._segments.floor_segment(offset)
         while segment is not None and offset < end:
             max_position = segment.size if segment is self._segments.active_segment else None
@@ -813,3 +835,14 @@ def _log_task_error(task: asyncio.Task[None]) -> None:
         level = logging.ERROR if not isinstance(exc, SeglogError) else logging.WARNING
         log.log(level, "background task %s failed: %s", task.get_name(), exc, exc_info=exc)
 
+
+
+def _within_bytes(records: list[Record], max_bytes: int) -> list[Record]:
+    """At least one record, then more while their keys and values fit in ``max_bytes`` (an estimate of
+    the batch bytes, for reads served from memory)."""
+    total = 0
+    for i, record in enumerate(records):
+        total += len(record.value or b"") + len(record.key or b"") + 16
+        if total > max_bytes and i > 0:
+            return records[:i]
+    return records
