@@ -2,9 +2,10 @@
 (_load_partition's in_thread(open_segments) is not run_to_completion): the thread finishes,
 its LogSegments (open descriptors) are returned to nobody and never closed."""
 import asyncio
-import os
 import time
 from pathlib import Path
+
+from enginehelpers import open_log_files_under
 
 from engine import Engine, Record
 from segments.fileio import FileOps, use_ops
@@ -19,18 +20,6 @@ class SlowOpen(FileOps):
         return super().open(path, flags, mode)
 
 
-def _open_files_under(root: Path) -> list[str]:
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(root)) and target.endswith(".log"):
-            out.append(target)
-    return out
-
-
 async def test_cancelled_open_closes_what_it_opened(tmp_path: Path) -> None:
     ops = SlowOpen()
     with use_ops(ops):
@@ -43,5 +32,5 @@ async def test_cancelled_open_closes_what_it_opened(tmp_path: Path) -> None:
         opening.cancel()
         await asyncio.gather(opening, return_exceptions=True)
         await asyncio.sleep(0.3)  # let the executor threads finish
-        leaked = _open_files_under(tmp_path)
+        leaked = open_log_files_under(tmp_path)
     assert not leaked, f"descriptors left open by a cancelled Engine.open(): {leaked}"

@@ -2,22 +2,11 @@
 in flight adds PartitionLogs (with open segment files) after close() returned, and they are
 never closed (and the topic was created in a directory whose lock is already released)."""
 import asyncio
-import os
 from pathlib import Path
 
+from enginehelpers import open_log_files_under
+
 from engine import Engine
-
-
-def _open_files_under(root: Path) -> list[str]:
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(root)) and target.endswith(".log"):
-            out.append(target)
-    return out
 
 
 async def test_close_waits_for_create_topic(tmp_path: Path) -> None:
@@ -26,7 +15,7 @@ async def test_close_waits_for_create_topic(tmp_path: Path) -> None:
     await asyncio.sleep(0)  # create_topic is inside its first executor hop
     await engine.close()
     await asyncio.gather(creating, return_exceptions=True)
-    leaked = _open_files_under(tmp_path)
+    leaked = open_log_files_under(tmp_path)
     for plog in list(engine._logs.values()):  # clean up so teardown does not add noise
         await plog.close()
     assert not leaked, f"segment files still open after Engine.close(): {leaked}"

@@ -3,26 +3,14 @@ the freshly opened LogSegment is dropped without being closed (leaked descriptor
 under filterwarnings=error). Same shape in _create_partition (fsync of the log dir after
 _new_segment)."""
 import errno
-import os
 from pathlib import Path
 
 import pytest
+from enginehelpers import open_log_files_under
 
 from engine import Engine, LogConfig, Record, errors
 from segments.faults import FailingOps
 from segments.fileio import use_ops
-
-
-def _open_files_under(root: Path) -> list[str]:
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(root)) and target.endswith(".log"):
-            out.append(target)
-    return out
 
 
 async def test_failed_roll_does_not_leak_segment(tmp_path: Path) -> None:
@@ -38,5 +26,5 @@ async def test_failed_roll_does_not_leak_segment(tmp_path: Path) -> None:
             with pytest.raises(errors.StorageError):
                 await log.append([Record(b"y" * 150)])
             ops.clear()
-        leaked = _open_files_under(tmp_path)
+        leaked = open_log_files_under(tmp_path)
     assert not leaked, f"descriptors still open after Engine.close(): {leaked}"
