@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from array import array
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Generic, Self, TypeVar
+from typing import ClassVar, Final, Generic, Self, TypeVar
 
 from indexes.errors import (
     ClosedError,
@@ -31,7 +31,7 @@ from indexes.errors import (
 )
 from indexes.search import largest_lower_bound, native_column
 
-__all__ = ["INT32_MAX", "AbstractIndex", "EntryT", "PathLike", "delete_file", "rename_file"]
+__all__ = ["INT32_MAX", "AbstractIndex", "EntryT", "IndexFile", "PathLike", "delete_file", "rename_file"]
 
 #: Largest relative offset and position an index entry can hold: both are
 #: stored as big-endian int32 (part of the format, as in Kafka).
@@ -103,7 +103,50 @@ def _entries_before_zero_tail(buf: bytes, entries: int, entry_size: int) -> int:
     return lo
 
 
-class AbstractIndex(ABC, Generic[EntryT]):
+class IndexFile:
+    """What every index file shares: a path guarded by ``_lock``, rename, move, context manager.
+
+    Subclasses set ``_path`` and ``_lock`` and define ``close``; ``_WHAT``
+    names the file in errors, ``_RENAME_MISSING_OK`` says whether a file that
+    was never created (a lazily created index) may be renamed.
+    """
+
+    _WHAT: ClassVar[str] = "index"
+    _RENAME_MISSING_OK: ClassVar[bool] = False
+    _path: Path
+    _lock: threading.RLock
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def rename_to(self, path: PathLike) -> None:
+        """Atomically rename the file; the index follows the new path even when the rename fails.
+
+        Raises:
+            StorageError: the rename failed (or the file is missing, unless it is created lazily).
+        """
+        with self._lock:
+            target = Path(path)
+            try:
+                rename_file(self._path, target, self._WHAT, missing_ok=self._RENAME_MISSING_OK)
+            finally:
+                self._path = target
+
+    def update_parent_dir(self, directory: PathLike) -> None:
+        """Follow the file to the same name in ``directory`` (its directory was moved); no I/O."""
+        with self._lock:
+            self._path = Path(directory) / self._path.name
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
     """A preallocated, memory-mapped file of fixed-size big-endian entries.
 
     On disk: ``entries * entry_size`` bytes of entries, followed while the file
@@ -522,32 +565,6 @@ class AbstractIndex(ABC, Generic[EntryT]):
         with self._lock:
             self.close_handler()
             return delete_file(self._path, "index")
-
-    def rename_to(self, path: PathLike) -> None:
-        """Atomically rename the file; the index follows it even when the rename fails.
-
-        Raises:
-            StorageError: the rename failed.
-        """
-        with self._lock:
-            target = Path(path)
-            try:
-                rename_file(self._path, target, "index", missing_ok=False)
-            finally:
-                self._path = target
-
-    def update_parent_dir(self, directory: PathLike) -> None:
-        """Follow the file to the same name in ``directory`` (its directory was moved); no I/O."""
-        with self._lock:
-            self._path = Path(directory) / self._path.name
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):

@@ -14,10 +14,9 @@ import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Final, NamedTuple, Self
+from typing import Final, NamedTuple
 
-from indexes.abstract import PathLike, delete_file, rename_file
+from indexes.abstract import IndexFile, PathLike, delete_file
 from indexes.errors import CorruptIndexError, InvalidOffsetError, StorageError
 
 __all__ = ["ABORTED_TXN", "ABORTED_TXN_VERSION", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
@@ -52,7 +51,7 @@ class TxnIndexSearchResult(NamedTuple):
     is_complete: bool
 
 
-class TransactionIndex:
+class TransactionIndex(IndexFile):
     """The aborted transactions whose markers are in one segment, in the order they ended.
 
     On disk: a plain append-only file (not preallocated, not mmap'd) of 34-byte
@@ -68,11 +67,14 @@ class TransactionIndex:
     releases it: a later call reopens the file (Kafka does the same).
     """
 
+    _WHAT = "transaction index"
+    _RENAME_MISSING_OK = True  # the file is created on the first append, so it may not exist yet
+
     def __init__(self, path: PathLike, start_offset: int) -> None:
         """Remember ``path`` (the file is not created or opened yet)."""
         self._path = Path(path)
         self._start_offset = start_offset
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._fd: int | None = None
         # Last offset of the last entry, read from the file on the first append.
         self._last_offset: int | None = None
@@ -285,32 +287,6 @@ class TransactionIndex:
             self._close_fd()
             self._last_offset, self._last_offset_known = None, True
             return delete_file(self._path, "transaction index")
-
-    def rename_to(self, path: PathLike) -> None:
-        """Rename the file if it exists; the index follows ``path`` in any case.
-
-        Raises:
-            StorageError: the file exists but the rename failed.
-        """
-        with self._lock:
-            target = Path(path)
-            try:
-                rename_file(self._path, target, "transaction index", missing_ok=True)
-            finally:
-                self._path = target
-
-    def update_parent_dir(self, directory: PathLike) -> None:
-        """Follow the file to the same name in ``directory`` (its directory was moved); no I/O."""
-        with self._lock:
-            self._path = Path(directory) / self._path.name
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __del__(self) -> None:
         if getattr(self, "_fd", None) is not None:
