@@ -7,9 +7,11 @@
 Lines (records are 16-B keys + 100-B values unless --value-bytes says otherwise, 1000 per batch):
 
     encode      encode_batch()                 vs raw: Packer.pack([[offset, ts, key, value, headers], ...])
-    decode      decode_batches() (CRC + body)  vs raw: msgpack.unpackb(body)
+    decode      decode_batches() (CRC + body)  vs raw: msgpack.unpackb of those rows
     append      encode_batch + await LogSegment.append (uvloop, no fsync, one hop per batch)
-                                               vs raw: pack + os.write (sync, in the loop thread)
+                                               vs raw: pack rows + os.write (sync, in the loop thread)
+                and, for information, vs packing the five columns seglog's body holds (FORMAT.md §2.2)
+                + os.write: the same work as seglog's encode minus its checks, header and CRC
     append+pipe the same with the next batch encoded while the previous write is in flight
                 (the GIL serialises the two: expect no gain on CPython)
     append x4   group commit: 4 encoded batches of 1000 records per LogSegment.append call (one hop)
@@ -90,7 +92,7 @@ class Bench:
 
     def run_decode(self) -> None:
         n = max(1, self.batches // 4)
-        buf, body = self.encoded, self.encoded[61:]
+        buf, body = self.encoded, self.packer.pack(self.raw_rows(0))  # raw: the same records as rows
         t = time.perf_counter()
         for _ in range(n):
             decode_batches(buf, max_batch_bytes=MAX_BATCH)
@@ -109,6 +111,18 @@ class Bench:
             for i in range(self.batches):
                 os.write(fd, self.packer.pack(self.raw_rows(i * self.batch_size)))
             self.note("append.raw", time.perf_counter() - t, self.batches * self.batch_size)
+        finally:
+            os.close(fd)
+
+    def run_raw_column_append(self, path: Path) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            t = time.perf_counter()
+            for _ in range(self.batches):
+                values, keys, timestamps, _, _ = zip(*self.records, strict=True)
+                deltas = [ts - timestamps[0] for ts in timestamps]
+                os.write(fd, self.packer.pack((None, deltas, keys, values, None)))
+            self.note("append.rawcol", time.perf_counter() - t, self.batches * self.batch_size)
         finally:
             os.close(fd)
 
@@ -214,6 +228,7 @@ class Bench:
         self.run_decode()
         self.run_raw_append(raw_path)
         await self.run_append(seg_dir, pipelined=False)
+        self.run_raw_column_append(self.tmp / "rawcol.msgpack")
         self.run_raw_append(raw_path)
         await self.run_append(seg_dir, pipelined=True)
         self.run_raw_append(raw_path)
@@ -234,6 +249,7 @@ class Bench:
             "encode": medians["encode"] / medians["encode.raw"],
             "decode": medians["decode"] / medians["decode.raw"],
             "append": medians["append"] / raw_append,
+            "append/rawcol": medians["append"] / medians["append.rawcol"],
             "append+pipe": medians["append+pipe"] / raw_append,
             "append x4": medians["append x4"] / raw_append,
             "read": medians["read"] / medians["read.raw"],
@@ -267,6 +283,7 @@ def print_table(report: dict[str, Any]) -> None:
     for line in ("encode", "decode", "append", "append+pipe", "append x4", "read", "recovery"):
         raw = raws.get(line, f"{line}.raw")
         print(f"{line:<13}{rps[line]:>14,}{mbs[line]:>9}{rps[raw]:>14,}{mbs[raw]:>9}{ratios[line]:>8.0%}")
+    print(f"  (append vs raw columnar pack + os.write {rps['append.rawcol']:,} rec/s: {ratios['append/rawcol']:.0%})")
     for name, ok in report["acceptance"].items():
         print(f"  {'PASS' if ok else 'FAIL'}  {name}")
 

@@ -21,7 +21,12 @@ from indexes.errors import (
     SlotOutOfRangeError,
     StorageError,
 )
-from segments.errors import CorruptRecordError, RecordTooLargeError, SegmentOffsetOverflowError
+from segments.errors import (
+    CorruptRecordError,
+    RecordTooLargeError,
+    SegmentOffsetOverflowError,
+    UnsupportedFormatError,
+)
 
 __all__ = [
     "ClosedError",
@@ -46,6 +51,7 @@ __all__ = [
     "StorageError",
     "TopicExistsError",
     "UnknownTopicOrPartitionError",
+    "UnsupportedFormatError",
 ]
 
 

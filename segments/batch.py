@@ -2,7 +2,8 @@
 
 Owns the byte layout of one record batch in a ``.log`` file (``docs/FORMAT.md``
 is its specification): a 61-byte big-endian header modelled on Kafka's v2
-``RecordBatch`` followed by one msgpack array of records. Everything here is
+``RecordBatch`` followed by one msgpack body holding the records as five
+columns (offset deltas, timestamp deltas, keys, values, headers). Everything here is
 pure and synchronous: plain functions over bytes and ints, tested without an
 event loop, safe to call from any thread (msgpack and CRC calls hold the GIL).
 
@@ -21,9 +22,9 @@ import struct
 from bisect import bisect_left
 from collections.abc import Sequence
 from functools import partial
-from itertools import repeat
-from operator import add, lt, sub
-from typing import Any, Final, NamedTuple
+from itertools import compress, islice, repeat
+from operator import add, ge, lt, sub
+from typing import Final, NamedTuple
 
 import google_crc32c
 import msgpack
@@ -36,6 +37,7 @@ __all__ = [
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "MAGIC",
+    "MAGIC_V1",
     "MIN_BATCH_SIZE",
     "BatchHeader",
     "ScanResult",
@@ -47,6 +49,7 @@ __all__ = [
     "decode_batch",
     "decode_batches",
     "find_timestamp",
+    "is_v1_batch",
     "rebase_batch",
     "encode_batch",
     "read_header",
@@ -63,7 +66,8 @@ LOG_OVERHEAD: Final = 12  # part of the format: base_offset (8) + batch_length (
 CRC_OFFSET: Final = 17  # part of the format: where the uint32 CRC-32C sits in the header
 CRC_START: Final = 21  # part of the format: the CRC covers [21, end of batch), i.e. attributes .. last body byte
 MAGIC_OFFSET: Final = 16  # part of the format
-MAGIC: Final = 0x53  # part of the format: 'S', seglog batch format v1 (Kafka's magic is 0..2)
+MAGIC: Final = 0x54  # part of the format: 'T', seglog batch format v2 (columnar body; Kafka's magic is 0..2)
+MAGIC_V1: Final = 0x53  # part of the format: 'S', format v1 (row body, seglog < 0.2): refused, never cut by recovery
 NO_PARTITION_LEADER_EPOCH: Final = -1  # part of the format: reserved for replication
 NO_PRODUCER_ID: Final = -1  # part of the format
 NO_PRODUCER_EPOCH: Final = -1  # part of the format
@@ -75,11 +79,13 @@ TIMESTAMP_TYPE_BIT: Final = 0x08
 TRANSACTIONAL_BIT: Final = 0x10
 CONTROL_BIT: Final = 0x20
 KNOWN_ATTRIBUTES: Final = 0x3F
-# The smallest body: fixarray(1) holding fixarray(5) [0, 0, nil, nil, fixarray(0)] = 1 + 6 bytes, and
-# every further record costs at least those 6 bytes; this bounds record_count by the body length.
-MIN_RECORD_BYTES: Final = 6
-MIN_BODY_BYTES: Final = 1 + MIN_RECORD_BYTES
-MIN_BATCH_SIZE: Final = HEADER_SIZE + MIN_BODY_BYTES  # 68 bytes
+# The smallest body: fixarray(5) [nil, nil, fixarray(1) [nil], fixarray(1) [nil], nil] = 8 bytes, and
+# every further record costs at least 2 more (its key and value, nil each); this bounds record_count
+# by the body length: record_count * 2 + 6 <= len(body).
+MIN_RECORD_BYTES: Final = 2
+MIN_BODY_BYTES: Final = 8
+_BODY_FIXED_BYTES: Final = MIN_BODY_BYTES - MIN_RECORD_BYTES  # 6
+MIN_BATCH_SIZE: Final = HEADER_SIZE + MIN_BODY_BYTES  # 69 bytes
 _MIN_BATCH_LENGTH: Final = MIN_BATCH_SIZE - 12  # batch_length of the smallest batch
 _HEADER_BYTES_IN_LENGTH: Final = HEADER_SIZE - 12  # 49 header bytes counted by batch_length
 _REFUSED_ATTRIBUTES: Final = ~0x3F | 0x07  # unknown bits, and any compression codec
@@ -195,8 +201,9 @@ def encode_batch(
         raise ValueError("a batch needs at least one record")
     if type(base_offset) is not int or base_offset < 0 or base_offset + count - 1 > INT64_MAX:
         raise ValueError(f"base offset {base_offset!r} with {count} records is outside [0, 2**63-1]")
-    # Validation is column-wise at C speed (~110 µs per 1000 records, ~25 % of the encode): the
-    # transposition checks the record shape, set(map(type, ...)) the types; Python loops only for headers.
+    # Validation is column-wise at C speed: the transposition checks the record shape,
+    # set(map(type, ...)) the types; a Python loop runs only over records that have headers. The
+    # body is the columns themselves (FORMAT.md §2.2), so nothing is transposed back into rows.
     try:
         values, keys, timestamps, headers, _ = zip(*records, strict=True)
     except (TypeError, ValueError) as exc:
@@ -205,29 +212,33 @@ def encode_batch(
         ) from exc
     if not _BIN_TYPES.issuperset(map(type, values)) or not _BIN_TYPES.issuperset(map(type, keys)):
         raise TypeError("record keys and values must be bytes or None")
-    if not _TUPLE_ONLY.issuperset(map(type, headers)):
-        raise TypeError("record headers must be a tuple of (str, bytes) pairs")
-    if any(headers):
+    if headers.count(()) == count:  # the common case: no record has headers, the column is nil
+        headers_column: tuple[tuple[tuple[str, bytes], ...], ...] | None = None
+    else:
+        if not _TUPLE_ONLY.issuperset(map(type, headers)):
+            raise TypeError("record headers must be a tuple of (str, bytes) pairs")
         _check_headers(headers)
+        headers_column = headers
     timestamp_types = set(map(type, timestamps))  # one pass tells "all None", "all int" and "mixed"
+    deltas: list[int] | None = None  # nil: every record has the base timestamp
     if timestamp_type is TimestampType.LOG_APPEND_TIME or timestamp_types == _NONE_ONLY:
         _check_timestamp(now_ms)
         base_timestamp = max_timestamp = now_ms
-        deltas: object = repeat(0)
     else:
         if timestamp_types != _INT_ONLY:
             if not _INT_OR_NONE.issuperset(timestamp_types):
                 raise TypeError("record timestamps must be int milliseconds or None")
             timestamps = tuple(now_ms if t is None else t for t in timestamps)
         max_timestamp = max(timestamps)
-        _check_timestamp(min(timestamps))
+        min_timestamp = min(timestamps)
+        _check_timestamp(min_timestamp)
         _check_timestamp(max_timestamp)
         base_timestamp = timestamps[0]
-        deltas = map(sub, timestamps, repeat(base_timestamp))
+        if min_timestamp != max_timestamp:
+            deltas = list(map(sub, timestamps, repeat(base_timestamp)))
     attributes = TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
-    # zip(..., strict=False): `deltas` may be an endless repeat(0); range(count) bounds the rows.
-    rows = list(zip(range(count), deltas, keys, values, headers, strict=False))  # type: ignore[call-overload]
-    body = (packer or _DEFAULT_PACKER).pack(rows)
+    # Offsets are dense (delta = index), which the nil offset column says.
+    body = (packer or _DEFAULT_PACKER).pack((None, deltas, keys, values, headers_column))
     crc_header = _CRC_RANGE_HEADER.pack(
         attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count
     )
@@ -270,10 +281,12 @@ def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> Batch
 def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
     """Say what is wrong with ``header`` (without its body), or ``None`` when it is plausible.
 
-    Checks magic, the length bounds (at least 68 bytes, at most ``max_batch_bytes``),
+    Checks magic, the length bounds (at least 69 bytes, at most ``max_batch_bytes``),
     attribute bits, compression, the record count against the offset span and
     the body length, the offset range and ``max_timestamp >= base_timestamp``.
     """
+    if header.magic == MAGIC_V1:
+        return f"batch format v1 (magic {MAGIC_V1:#04x}, written by seglog < 0.2) is not readable by this version"
     if header.magic != MAGIC:
         return f"magic byte {header.magic & 0xFF:#04x} is not seglog's {MAGIC:#04x} (foreign or garbage bytes)"
     size = LOG_OVERHEAD + header.batch_length
@@ -287,7 +300,7 @@ def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
         return f"compression codec {header.attributes & COMPRESSION_MASK} is not supported (only 0 = none)"
     count = header.record_count
     body_bytes = size - HEADER_SIZE
-    if not 1 <= count <= header.last_offset_delta + 1 or count * MIN_RECORD_BYTES + 1 > body_bytes:
+    if not 1 <= count <= header.last_offset_delta + 1 or count * MIN_RECORD_BYTES + _BODY_FIXED_BYTES > body_bytes:
         return (
             f"record count {count} does not fit last offset delta {header.last_offset_delta} "
             f"and a {body_bytes}-byte body"
@@ -341,13 +354,33 @@ def verify_crc(buf: bytes | bytearray | memoryview, position: int, header: Batch
 # --------------------------------------------------------------------------------------- decode
 
 
-def _decode_single(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> Record | None:
-    # One-record batches (a producer appending one record at a time) are common; the column
-    # machinery costs ~2 µs of fixed overhead per batch, this path ~1 µs. It accepts only the exact
-    # shape seglog writes and returns None for anything else, which then gets the full checks.
+def _unpack_limits(body_len: int) -> dict[str, int]:
+    # msgpack length limits bounded by the body: no decoded length can exceed the bytes present.
+    return {
+        "max_bin_len": body_len,
+        "max_str_len": body_len,
+        "max_array_len": body_len,
+        "max_map_len": 0,  # maps never occur in a batch body
+        "max_ext_len": 0,  # nor do ext types
+    }
+
+
+def _body_span(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> tuple[int, int]:
     body_start = position + HEADER_SIZE
     body_end = position + LOG_OVERHEAD + header.batch_length
     if body_end > len(buf) or body_end - body_start < MIN_BODY_BYTES:
+        raise CorruptRecordError(f"batch at position {position}: body runs past the end of the buffer")
+    return body_start, body_end
+
+
+def _decode_single(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> Record | None:
+    # One-record batches (a producer appending one record at a time) are common; the column
+    # machinery costs ~2 µs of fixed overhead per batch, this path ~1 µs. It accepts only the exact
+    # shape seglog writes ([nil, nil, [key], [value], nil]) and returns None for anything else, which
+    # then gets the full checks.
+    body_start = position + HEADER_SIZE
+    body_end = position + LOG_OVERHEAD + header.batch_length
+    if body_end > len(buf) or body_end - body_start < MIN_BODY_BYTES or header.last_offset_delta != 0:
         return None
     try:
         body = msgpack.unpackb(
@@ -356,69 +389,55 @@ def _decode_single(buf: bytes | bytearray | memoryview, position: int, header: B
         )
     except Exception:  # the full path reports it
         return None
-    if type(body) is not tuple or len(body) != 1:
+    if body.__class__ is not tuple or len(body) != 5:
         return None
-    row = body[0]
-    if type(row) is not tuple or len(row) != 5:
-        return None
-    offset_delta, timestamp_delta, key, value, headers = row
+    offset_deltas, timestamp_deltas, keys, values, headers = body
     if (
-        offset_delta.__class__ is not int
-        or timestamp_delta.__class__ is not int
-        or not 0 <= offset_delta <= header.last_offset_delta
-        or key.__class__ not in _BIN_TYPES
-        or value.__class__ not in _BIN_TYPES
-        or headers != ()
+        offset_deltas is not None
+        or timestamp_deltas is not None
+        or headers is not None
+        or keys.__class__ is not tuple
+        or values.__class__ is not tuple
+        or len(keys) != 1
+        or len(values) != 1
+        or keys[0].__class__ not in _BIN_TYPES
+        or values[0].__class__ not in _BIN_TYPES
+        or header.max_timestamp != header.base_timestamp
+        or header.base_timestamp < 0
     ):
         return None
-    if header.attributes & TIMESTAMP_TYPE_BIT:
-        timestamp = header.max_timestamp
-    else:
-        timestamp = header.base_timestamp + timestamp_delta
-        if timestamp != header.max_timestamp or timestamp < 0:
-            return None
-    return _new_record((value, key, timestamp, (), header.base_offset + offset_delta))
+    return _new_record((values[0], keys[0], header.max_timestamp, (), header.base_offset))
 
 
 BodyColumns = tuple[
-    tuple[int, ...],  # offset deltas
-    tuple[int, ...],  # timestamp deltas
+    Sequence[int],  # offset deltas (a range for a dense batch)
+    Sequence[int],  # timestamp deltas
     tuple[bytes | None, ...],  # keys
     tuple[bytes | None, ...],  # values
     tuple[tuple[tuple[str, bytes], ...], ...],  # headers
 ]
-"""A checked batch body as five columns (see :func:`body_columns`)."""
+"""A checked batch body as five columns of ``record_count`` entries (see :func:`body_columns`)."""
 
 
 def body_columns(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> BodyColumns:
     """Unpack and check the body of the batch at ``position``: its records as five columns.
 
     The columns are ``(offset_deltas, timestamp_deltas, keys, values, headers)``,
-    one tuple each, all checks of ``docs/FORMAT.md`` §2.3 rule 8 applied. For
-    bulk readers that want columns rather than ``Record`` objects;
-    :func:`decode_batch` builds Records from them. ``header`` must have passed
-    :func:`check_header` and the CRC :func:`verify_crc`.
+    ``record_count`` entries each, all checks of ``docs/FORMAT.md`` §2.3 rule 8
+    applied, the nil shorthands of §2.2 expanded (a dense batch's offset deltas
+    are a ``range``). For bulk readers that want columns rather than ``Record``
+    objects; :func:`decode_batch` builds Records from them. ``header`` must have
+    passed :func:`check_header` and the CRC :func:`verify_crc`.
 
     Raises:
-        CorruptRecordError: the body is not a msgpack array of ``record_count``
-            ``[offset_delta, timestamp_delta, key, value, headers]`` records with
-            increasing offset deltas in ``[0, last_offset_delta]``.
+        CorruptRecordError: the body is not the five columns of §2.2 holding
+            ``record_count`` records with increasing offset deltas in
+            ``[0, last_offset_delta]``.
     """
-    body_start = position + HEADER_SIZE
-    body_end = position + LOG_OVERHEAD + header.batch_length
-    body_len = body_end - body_start
-    if body_end > len(buf) or body_len < MIN_BODY_BYTES:
-        raise CorruptRecordError(f"batch at position {position}: body runs past the end of the buffer")
+    body_start, body_end = _body_span(buf, position, header)
     try:
         body = msgpack.unpackb(
-            memoryview(buf)[body_start:body_end],
-            use_list=False,
-            raw=False,
-            max_bin_len=body_len,
-            max_str_len=body_len,
-            max_array_len=body_len,
-            max_map_len=0,  # maps never occur in a batch body
-            max_ext_len=0,  # nor do ext types
+            memoryview(buf)[body_start:body_end], use_list=False, raw=False, **_unpack_limits(body_end - body_start)
         )
     except Exception as exc:  # msgpack raises ValueError, ExtraData, FormatError, StackError, UnicodeDecodeError...
         raise CorruptRecordError(f"batch at position {position}: body is not valid msgpack ({exc})") from exc
@@ -441,19 +460,13 @@ def decode_batch(
     ``header`` must have passed :func:`check_header` and the CRC :func:`verify_crc`.
     Records below ``start_offset`` are skipped (found by bisection, not built).
     With ``LOG_APPEND_TIME`` every record carries the batch's max timestamp (Kafka).
-    With ``max_bytes`` smaller than the body, a dense batch (what seglog writes)
-    is decoded only from ``start_offset`` up to the first record whose encoded
-    bytes bring the total to ``max_bytes`` (at least one record): the records
-    before are skipped unbuilt, those after are not read. Any other batch is
-    decoded whole from ``start_offset``.
+    With ``max_bytes``, Records are built from ``start_offset`` up to the first
+    one whose key and value bytes bring the total to ``max_bytes`` (at least
+    one record); the rest of the batch is not built.
 
     Raises:
         CorruptRecordError: as :func:`body_columns`.
     """
-    if max_bytes is not None and header.record_count > 1 and max_bytes < header.batch_length:
-        part = _decode_part(buf, position, header, max(start_offset - header.base_offset, 0), max_bytes)
-        if part is not None:
-            return part
     if header.record_count == 1:
         record = _decode_single(buf, position, header)
         if record is not None:
@@ -463,97 +476,35 @@ def decode_batch(
     skip = 0
     if start_offset > header.base_offset:
         skip = bisect_left(offset_deltas, start_offset - header.base_offset)
-        if skip:
-            offset_deltas, timestamp_deltas = offset_deltas[skip:], timestamp_deltas[skip:]
-            keys, values, headers = keys[skip:], values[skip:], headers[skip:]
+    end = count
+    if max_bytes is not None and skip < count:
+        end = skip + _records_within(keys, values, skip, max_bytes)
+    if skip or end < count:
+        offset_deltas, timestamp_deltas = offset_deltas[skip:end], timestamp_deltas[skip:end]
+        keys, values, headers = keys[skip:end], values[skip:end], headers[skip:end]
     if header.attributes & TIMESTAMP_TYPE_BIT:
         timestamps: object = repeat(header.max_timestamp)
     else:
         timestamps = map(add, timestamp_deltas, repeat(header.base_timestamp))
-    if offset_deltas and offset_deltas[-1] == count - 1:
-        # Dense (what seglog writes): increasing ints from 0 to count-1 are exactly range(count).
-        offsets: object = range(header.base_offset + skip, header.base_offset + count)
+    if type(offset_deltas) is range:  # dense: the offsets are a range too
+        offsets: object = range(header.base_offset + skip, header.base_offset + end)
     else:
         offsets = map(add, offset_deltas, repeat(header.base_offset))
     rows = zip(values, keys, timestamps, headers, offsets, strict=False)  # type: ignore[call-overload]
     return list(map(_new_record, rows))
 
 
-def _body_unpacker(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> msgpack.Unpacker | None:
-    # A streaming unpacker over the body, positioned after the array header of a dense batch (offset
-    # delta = index, what seglog writes: a record's place is then known without reading the ones
-    # before it). None for anything else; the column path checks and reports those.
-    count = header.record_count
-    body_start = position + HEADER_SIZE
-    body_end = position + LOG_OVERHEAD + header.batch_length
-    body_len = body_end - body_start
-    if header.last_offset_delta != count - 1 or body_end > len(buf) or body_len < MIN_BODY_BYTES:
-        return None
-    unpacker = msgpack.Unpacker(
-        use_list=False, raw=False, max_buffer_size=body_len, max_bin_len=body_len, max_str_len=body_len,
-        max_array_len=body_len, max_map_len=0, max_ext_len=0,
-    )
-    unpacker.feed(memoryview(buf)[body_start:body_end])
-    if unpacker.read_array_header() != count:
-        return None
-    return unpacker
-
-
-def _checked_row(row: Any, delta: int, header: BatchHeader) -> Record | None:
-    # The Record of body row number `delta` of a dense batch, with the column path's checks; None if
-    # anything is off (the caller falls back to the column path, which reports what is wrong).
-    if row.__class__ is not tuple or len(row) != 5:
-        return None
-    offset_delta, timestamp_delta, key, value, headers = row
-    if (
-        offset_delta != delta
-        or offset_delta.__class__ is not int
-        or timestamp_delta.__class__ is not int
-        or key.__class__ not in _BIN_TYPES
-        or value.__class__ not in _BIN_TYPES
-        or headers.__class__ is not tuple
-    ):
-        return None
-    for pair in headers:
-        if pair.__class__ is not tuple or len(pair) != 2 or pair[0].__class__ is not str:
-            return None
-        if pair[1].__class__ is not bytes:
-            return None
-    if header.attributes & TIMESTAMP_TYPE_BIT:
-        timestamp = header.max_timestamp
-    else:
-        timestamp = header.base_timestamp + timestamp_delta
-        if not 0 <= timestamp <= header.max_timestamp:
-            return None
-    return _new_record((value, key, timestamp, headers, header.base_offset + delta))
-
-
-def _decode_part(
-    buf: bytes | bytearray | memoryview, position: int, header: BatchHeader, skip: int, max_bytes: int
-) -> list[Record] | None:
-    # Records `skip`.. of a dense batch, stopping after the one that reaches `max_bytes` encoded bytes.
-    # Skipped records are parsed but never built (Unpacker.skip, ~55 ns each): a one-record read from a
-    # 100-record batch costs ~3-8 us here against ~30-50 us for the whole-body column path.
-    records: list[Record] = []
-    try:
-        unpacker = _body_unpacker(buf, position, header)
-        if unpacker is None:
-            return None
-        skip_one = unpacker.skip
-        for _ in range(skip):
-            skip_one()
-        unpack, tell = unpacker.unpack, unpacker.tell
-        start = tell()
-        for delta in range(skip, header.record_count):
-            record = _checked_row(unpack(), delta, header)
-            if record is None:
-                return None
-            records.append(record)
-            if tell() - start >= max_bytes:
-                break
-    except Exception:  # msgpack's errors: the column path reports them
-        return None
-    return records
+def _records_within(keys: tuple[bytes | None, ...], values: tuple[bytes | None, ...], skip: int, max_bytes: int) -> int:
+    # How many records from `skip` on a read of at most `max_bytes` key+value bytes takes: up to and
+    # including the one that reaches the limit, and always at least one (Kafka's min_one_message).
+    total = 0
+    taken = 0
+    for key, value in zip(islice(keys, skip, None), islice(values, skip, None), strict=False):
+        taken += 1
+        total += (0 if key is None else len(key)) + (0 if value is None else len(value))
+        if total >= max_bytes:
+            break
+    return taken
 
 
 def find_timestamp(
@@ -562,87 +513,113 @@ def find_timestamp(
     """``(timestamp, offset)`` of the first record at or after ``start_offset`` with a timestamp ≥ ``timestamp``.
 
     ``None`` when no record of the batch qualifies. ``header`` must have passed
-    :func:`check_header` and the CRC :func:`verify_crc`. A dense batch is walked
-    record by record and only up to the answer (~150 ns a record); any other
-    batch is decoded whole.
+    :func:`check_header` and the CRC :func:`verify_crc`. Only the offset and
+    timestamp columns are unpacked and checked (the key and value columns that
+    follow them are never read); the search is a C-level scan of the
+    timestamp column.
 
     Raises:
-        CorruptRecordError: as :func:`body_columns`.
+        CorruptRecordError: the body does not start with the two columns of
+            FORMAT.md §2.2, or they fail its checks.
     """
     if header.max_timestamp < timestamp or header.last_offset < start_offset:
         return None
-    skip = max(start_offset - header.base_offset, 0)
+    body_start, body_end = _body_span(buf, position, header)
     try:
-        unpacker = _body_unpacker(buf, position, header) if header.record_count > 1 else None
-        if unpacker is not None:
-            skip_one = unpacker.skip
-            for _ in range(skip):
-                skip_one()
-            unpack = unpacker.unpack
-            log_append_time = header.attributes & TIMESTAMP_TYPE_BIT
-            # Rows before the answer are looked at only for their timestamp delta (an int, or the
-            # column path takes over); the answer's row gets every check: ~100 ns a row instead of ~300.
-            target_delta = timestamp - header.base_timestamp
-            for delta in range(skip, header.record_count):
-                row = unpack()
-                if row.__class__ is not tuple or len(row) != 5 or row[1].__class__ is not int:
-                    break
-                if log_append_time or row[1] >= target_delta:
-                    record = _checked_row(row, delta, header)
-                    if record is None:
-                        break
-                    return record.timestamp, record.offset  # type: ignore[return-value]
-            else:
-                return None  # unreachable for a valid batch: its max timestamp is some record's
-    except Exception:  # msgpack's errors: the column path below reports them
-        pass
-    for record in decode_batch(buf, position, header, start_offset=start_offset):
-        if record.timestamp >= timestamp:  # type: ignore[operator]
-            return record.timestamp, record.offset  # type: ignore[return-value]
-    return None
+        unpacker = msgpack.Unpacker(
+            use_list=False, raw=False, max_buffer_size=body_end - body_start, **_unpack_limits(body_end - body_start)
+        )
+        unpacker.feed(memoryview(buf)[body_start:body_end])
+        if unpacker.read_array_header() != 5:
+            raise ValueError("the body is not an array of 5 columns")
+        offset_column, timestamp_column = unpacker.unpack(), unpacker.unpack()
+    except Exception as exc:  # msgpack's errors
+        raise CorruptRecordError(f"batch at position {position}: body is not valid ({exc})") from exc
+    offset_deltas = _offset_column(offset_column, header)
+    timestamp_deltas = _timestamp_column(timestamp_column, header)
+    if isinstance(offset_deltas, str) or isinstance(timestamp_deltas, str):
+        problem = offset_deltas if isinstance(offset_deltas, str) else timestamp_deltas
+        raise CorruptRecordError(f"batch at position {position}: {problem}")
+    skip = bisect_left(offset_deltas, start_offset - header.base_offset) if start_offset > header.base_offset else 0
+    if skip >= header.record_count:
+        return None  # pragma: no cover - last_offset >= start_offset and the last delta is last_offset_delta
+    if header.attributes & TIMESTAMP_TYPE_BIT:  # every record carries the batch's max timestamp
+        return header.max_timestamp, header.base_offset + offset_deltas[skip]
+    target = timestamp - header.base_timestamp
+    hits = compress(range(skip, header.record_count), map(ge, islice(timestamp_deltas, skip, None), repeat(target)))
+    index = next(hits, None)
+    if index is None:
+        return None
+    return header.base_timestamp + timestamp_deltas[index], header.base_offset + offset_deltas[index]
+
+
+def _offset_column(column: object, header: BatchHeader) -> Sequence[int] | str:
+    # The offset deltas (nil: dense, 0..count-1), or what is wrong with them.
+    count = header.record_count
+    if column is None:
+        if header.last_offset_delta != count - 1:
+            return f"dense offsets (nil column) need last offset delta {count - 1}, not {header.last_offset_delta}"
+        return range(count)
+    if type(column) is not tuple or len(column) != count or not _INT_ONLY.issuperset(map(type, column)):
+        return f"the offset column is not nil or an array of {count} integers"
+    if column[0] < 0 or column[-1] > header.last_offset_delta or not all(map(lt, column, column[1:])):
+        return f"offset deltas are not increasing within [0, {header.last_offset_delta}]"
+    return column
+
+
+def _timestamp_column(column: object, header: BatchHeader) -> Sequence[int] | str:
+    # The timestamp deltas (nil: all 0), or what is wrong with them. With LogAppendTime the values
+    # are not used (every record reports max_timestamp), only their shape is checked.
+    count = header.record_count
+    log_append_time = header.attributes & TIMESTAMP_TYPE_BIT
+    if column is None:
+        if not log_append_time and (header.max_timestamp != header.base_timestamp or header.base_timestamp < 0):
+            return (
+                f"a nil timestamp column needs max timestamp {header.max_timestamp} == base timestamp "
+                f"{header.base_timestamp} >= 0"
+            )
+        return (0,) * count
+    if type(column) is not tuple or len(column) != count or not _INT_ONLY.issuperset(map(type, column)):
+        return f"the timestamp column is not nil or an array of {count} integers"
+    if not log_append_time and (
+        min(column) < -header.base_timestamp or max(column) != header.max_timestamp - header.base_timestamp
+    ):
+        return (
+            "the record timestamps are below 0 or do not reach the header's max timestamp "
+            f"{header.max_timestamp}"
+        )
+    return column
 
 
 def _body_columns(body: object, header: BatchHeader) -> BodyColumns | str:
-    # The records transposed into five columns, or what is wrong with them. Checks run column-wise
-    # at C speed (set(map(type, ...)), all(map(lt, ...))): ~60 ns per record where a per-record
-    # Python loop costs ~300 ns. Headers are looked at one by one only when some record has any.
+    # The five checked columns, or what is wrong with them. Checks run column-wise at C speed
+    # (set(map(type, ...)), all(map(lt, ...))); headers are looked at one by one only when the
+    # column is not nil.
     count = header.record_count
-    if type(body) is not tuple or len(body) != count:
-        return f"body is not an array of {count} records"
-    try:
-        # strict: every row has the same length. Rows that are not arrays are caught here (ints) or
-        # by the column type checks below (bin or str rows transpose into bytes/str columns).
-        columns = tuple(zip(*body, strict=True))
-    except (TypeError, ValueError):
-        return "a record is not a 5-element array"
-    if len(columns) != 5:
-        return "a record is not a 5-element array"
-    offset_deltas, timestamp_deltas, keys, values, headers = columns
-    if not _INT_ONLY.issuperset(map(type, offset_deltas)):
-        return "an offset delta is not an integer"
-    if offset_deltas[0] < 0 or offset_deltas[-1] > header.last_offset_delta or not all(
-        map(lt, offset_deltas, offset_deltas[1:])
-    ):
-        return f"offset deltas are not increasing within [0, {header.last_offset_delta}]"
-    if not header.attributes & TIMESTAMP_TYPE_BIT and (
-        not _INT_ONLY.issuperset(map(type, timestamp_deltas))
-        or min(timestamp_deltas) < -header.base_timestamp
-        or max(timestamp_deltas) != header.max_timestamp - header.base_timestamp
-    ):
-        return (
-            "a timestamp delta is not an integer, or the record timestamps are below 0 or do not reach "
-            f"the header's max timestamp {header.max_timestamp}"
-        )
-    if not _BIN_TYPES.issuperset(map(type, keys)) or not _BIN_TYPES.issuperset(map(type, values)):
-        return "a key or value is neither bin nor nil"
-    if headers.count(()) != count:  # the common case, all empty, costs ~1 µs per 1000 records
+    if type(body) is not tuple or len(body) != 5:
+        return "body is not an array of 5 columns"
+    offset_column, timestamp_column, keys, values, headers = body
+    offset_deltas = _offset_column(offset_column, header)
+    if isinstance(offset_deltas, str):
+        return offset_deltas
+    timestamp_deltas = _timestamp_column(timestamp_column, header)
+    if isinstance(timestamp_deltas, str):
+        return timestamp_deltas
+    for name, column in (("key", keys), ("value", values)):
+        if type(column) is not tuple or len(column) != count or not _BIN_TYPES.issuperset(map(type, column)):
+            return f"the {name} column is not an array of {count} bin or nil"
+    if headers is None:
+        headers = ((),) * count
+    else:
+        if type(headers) is not tuple or len(headers) != count:
+            return f"the headers column is not nil or an array of {count} arrays"
         for record_headers in headers:
             if type(record_headers) is not tuple:
                 return "record headers are not an array"
             for pair in record_headers:
                 if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not bytes:
                     return "a record header is not a [str, bin] pair"
-    return columns  # checked above, column by column
+    return offset_deltas, timestamp_deltas, keys, values, headers
 
 
 def decode_batches(
@@ -726,7 +703,7 @@ def scan_batches(
             or not _MIN_BATCH_LENGTH <= batch_length <= max_length
             or attributes & _REFUSED_ATTRIBUTES
             or not 0 < count <= last_delta + 1
-            or count * MIN_RECORD_BYTES + _HEADER_BYTES_IN_LENGTH >= batch_length
+            or count * MIN_RECORD_BYTES + _BODY_FIXED_BYTES + _HEADER_BYTES_IN_LENGTH > batch_length
             or base_offset < 0
             or base_offset + last_delta > INT64_MAX
             or max_ts < base_ts
@@ -759,6 +736,22 @@ def scan_batches(
         next_offset = base_offset + last_delta + 1
         position = batch_end
     return ScanResult(position, batches, ScanStop.END, "", next_offset)
+
+
+def is_v1_batch(buf: bytes | bytearray | memoryview, position: int = 0) -> bool:
+    """Whether a whole, CRC-valid batch of format v1 (magic ``0x53``, row bodies) starts at ``position``.
+
+    Recovery asks this where its scan stopped, so that a segment written by an
+    older seglog is refused (:class:`~segments.errors.UnsupportedFormatError`)
+    rather than cut: random bytes pass the CRC-32C with odds of 2**-32.
+    """
+    if position < 0 or len(buf) - position < HEADER_SIZE or buf[position + MAGIC_OFFSET] != MAGIC_V1:
+        return False
+    header = read_header(buf, position)
+    end = position + header.size
+    if header.batch_length < _HEADER_BYTES_IN_LENGTH or end > len(buf):
+        return False
+    return _crc_of(buf, position + CRC_START, end) == header.crc
 
 
 # --------------------------------------------------------------------------------------- rebase

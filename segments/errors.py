@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from indexes.errors import CorruptionError, IndexOffsetOverflowError, SeglogError
 
-__all__ = ["CorruptRecordError", "RecordTooLargeError", "SegmentOffsetOverflowError"]
+__all__ = ["CorruptRecordError", "RecordTooLargeError", "SegmentOffsetOverflowError", "UnsupportedFormatError"]
 
 
 class CorruptRecordError(CorruptionError):
@@ -21,3 +21,11 @@ class RecordTooLargeError(SeglogError, ValueError):
 
 class SegmentOffsetOverflowError(IndexOffsetOverflowError):
     """A batch whose offsets cannot be stored relative to the segment's base offset."""
+
+
+class UnsupportedFormatError(SeglogError):
+    """A segment holds valid batches of an older seglog format this version cannot read.
+
+    Recovery raises it instead of truncating: the bytes are intact (their CRC
+    holds), only unreadable here, so nothing is cut.
+    """

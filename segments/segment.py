@@ -44,11 +44,12 @@ from segments.batch import (
     decode_batches,
     find_timestamp,
     header_problem,
+    is_v1_batch,
     read_header,
     scan_batches,
     verify_crc,
 )
-from segments.errors import CorruptRecordError, SegmentOffsetOverflowError
+from segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
 from segments.fileio import FileOps, PRead, SegmentFile, fsync_dir, in_thread, remove, run_to_completion
 from segments.records import Record
 
@@ -1317,6 +1318,11 @@ class LogSegment:
             if result.stop is ScanStop.END:
                 chunk_size = _RECOVERY_CHUNK
                 continue
+            if result.stop is ScanStop.CORRUPT and is_v1_batch(chunk, advanced):
+                raise UnsupportedFormatError(
+                    f"{path}: the batch at position {valid} is seglog batch format v1 (written by seglog < 0.2), "
+                    "which this version cannot read; nothing was truncated (docs/FORMAT.md §6)"
+                )
             if result.stop is ScanStop.INCOMPLETE and valid < total:
                 if advanced > 0:
                     chunk_size = _RECOVERY_CHUNK

@@ -179,7 +179,7 @@ def test_offsets(cli: Cli, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_verify_finds_nothing_wrong_with_what_the_engine_wrote(cli: Cli, data: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    fill(cli, data, monkeypatch, n=400)
+    fill(cli, data, monkeypatch, n=600)
     info = inspect.describe_log_dir(data)
     assert max(len(p.segments) for p in info.partitions) >= 3  # small segments: several rolls
     r = cli("verify", data, "--deep", "-v")

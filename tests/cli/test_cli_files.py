@@ -113,7 +113,9 @@ def test_dump_json(cli: Cli, log_dir: Path) -> None:
 
 def test_dump_index_mismatch_and_sanity(cli: Cli, log_dir: Path) -> None:
     idx = seg(log_dir, 0, ".index")
-    flip_byte(idx, 7)
+    entry = idx.read_bytes()[:8]
+    position = int.from_bytes(entry[4:], "big")
+    idx.write_bytes(entry[:4] + (position + 1).to_bytes(4, "big") + idx.read_bytes()[8:])  # one byte into a batch
     r = cli("dump", idx, "--verify-index-only")
     assert r.code == 1 and r.out == "" and "not the start of a batch" in r.err
     r = cli("dump", idx, "--index-sanity-check")

@@ -342,9 +342,9 @@ def test_decode_columns_timestamp_cuts() -> None:
 def test_decode_columns_refuses_a_bad_body() -> None:
     data = bytearray(encode_batch(0, records(2, 1), timestamp_type=TimestampType.CREATE_TIME, now_ms=0))
     header = read_header(data)
-    body = msgpack.packb([[0, 0, None, "text, not bin", []], [1, 1, None, b"x", []]], use_bin_type=True)
+    body = msgpack.packb([None, [0, 1], [None, None], ["text, not bin", b"x"], None], use_bin_type=True)
     bad = bytes(data[:HEADER_SIZE]) + body
-    with pytest.raises(CorruptRecordError, match="bin nor nil"):
+    with pytest.raises(CorruptRecordError, match="value column"):
         decode_columns(bad, 0, header._replace(batch_length=len(bad) - 12), RecordColumns())
     with pytest.raises(CorruptRecordError, match="not valid msgpack"):
         decode_columns(bytes(data[:HEADER_SIZE]) + b"\xc1" * 10, 0, header._replace(batch_length=59), RecordColumns())

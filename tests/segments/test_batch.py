@@ -55,7 +55,7 @@ def test_header_layout_matches_format_md() -> None:
     buf = enc(42, records)
     assert HEADER.size == HEADER_SIZE == 61
     (base, length, epoch, magic, crc) = struct.unpack_from(">qiibI", buf, 0)
-    assert (base, epoch, magic) == (42, -1, 0x53)
+    assert (base, epoch, magic) == (42, -1, 0x54)
     assert length == len(buf) - LOG_OVERHEAD
     assert crc == google_crc32c.value(buf[CRC_START:])
     attrs, lod, base_ts, max_ts, pid, pepoch, seq, count = struct.unpack_from(">hiqqqhii", buf, 21)
@@ -63,7 +63,7 @@ def test_header_layout_matches_format_md() -> None:
         0, 1, 1_700_000_000_000, 1_700_000_000_005, -1, -1, -1, 2
     )
     body = msgpack.unpackb(buf[61:], raw=False)
-    assert body == [[0, 0, b"key-0", b"value-0", []], [1, 5, None, None, []]]
+    assert body == [None, [0, 5], [b"key-0", None], [b"value-0", None], None]  # dense offsets, no headers
     assert b"value-0" in buf and b"key-0" in buf  # bin: the bytes appear unaltered in the file
 
 
@@ -169,28 +169,41 @@ def test_read_header_needs_61_bytes() -> None:
         read_header(b"\x00" * 100, 50)
 
 
+def body(*columns: object) -> bytes:
+    return msgpack.packb(list(columns), use_bin_type=True)  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize(
     ("body", "kw", "message"),
     [
         (msgpack.packb({"a": 1}), {}, "not valid msgpack"),  # maps are refused by the unpack limits
-        (msgpack.packb([[0, 0, None, None, []]]) + b"\x00", {}, "not valid msgpack"),  # trailing bytes
-        (msgpack.packb([[0, 0, None, None]]) + b"\x90" * 3, {}, "not valid msgpack"),
-        (msgpack.packb([[0, 0, None, None, []], [1, 0, None, None, []]]), {}, "array of 1 records"),
-        (msgpack.packb([[0, 0, None, None, [], 1]]), {}, "5-element"),
-        (msgpack.packb([[0, 0, "str", None, []]]), {}, "neither bin nor nil"),
-        (msgpack.packb([[0, 1.5, None, None, []]]), {}, "not an integer"),
-        (msgpack.packb([[1, 0, None, None, []]]), {}, "offset deltas"),
-        (msgpack.packb([[0, 0, None, None, []], [0, 0, None, None, []]], use_bin_type=True),
-         {"count": 2, "last_delta": 1}, "offset deltas"),
-        (msgpack.packb([[0, 3, None, None, []]]), {}, "max timestamp"),
-        (msgpack.packb([[0, 0, None, None, [["k", "v"]]]]), {}, "header"),
-        (msgpack.packb([[0, 0, None, None, 7]]), {}, "headers are not an array"),
-        (msgpack.packb([[0, 0, None, b"abcdefgh", []]])[:-1], {}, "not valid msgpack"),  # cut short
+        (body(None, None, [None], [None], None) + b"\x00", {}, "not valid msgpack"),  # trailing bytes
+        (body(None, None, [None], [None]) + b"\x90" * 3, {}, "not valid msgpack"),
+        (body(None, None, [b"abcd"], [None]), {}, "array of 5 columns"),
+        (body(None, None, [None], [None], None, 1), {}, "array of 5 columns"),
+        (body([[0, 0, None, None, []]]), {}, "array of 5 columns"),  # a v1 row body
+        (body(None, None, [None, None], [None], None), {}, "key column"),
+        (body(None, None, [None], [None, None], None), {}, "value column"),
+        (body(None, None, ["str"], [None], None), {}, "key column"),
+        (body(None, None, [None], [b"v"], [[], []]), {}, "headers column"),
+        (body(None, [1.5], [None], [None], None), {}, "timestamp column"),
+        (body(None, 7, [None], [None], None), {}, "timestamp column"),
+        (body(["0"], None, [None], [None], None), {}, "offset column"),
+        (body([1], None, [None], [None], None), {}, "offset deltas"),
+        (body([0, 0], None, [None, None], [None, None], None), {"count": 2, "last_delta": 1}, "offset deltas"),
+        (body([0, 5], None, [None, None], [None, None], None), {"count": 2, "last_delta": 4}, "offset deltas"),
+        (body(None, None, [None, None], [None, None], None), {"count": 2, "last_delta": 4}, "dense offsets"),
+        (body(None, [3], [None], [None], None), {}, "max timestamp"),
+        (body(None, None, [None], [None], None), {"max_ts": 3}, "nil timestamp column"),
+        (body(None, [-1, 0], [None, None], [None, None], None), {"count": 2, "last_delta": 1}, "below 0"),
+        (body(None, None, [None], [None], [[["k", "v"]]]), {}, "header"),
+        (body(None, None, [None], [None], [7]), {}, "headers are not an array"),
+        (body(None, None, [None], [b"abcdefgh"], None)[:-1], {}, "not valid msgpack"),  # cut short
     ],
 )
 def test_decode_refuses_bad_bodies_with_valid_crc(body: bytes, kw: dict[str, int], message: str) -> None:
-    if len(body) < 7:
-        body = body + b"\xc0" * (7 - len(body))  # pad to the minimum body so the header passes
+    if len(body) < 8:
+        body = body + b"\xc0" * (8 - len(body))  # pad to the minimum body so the header passes
     buf = craft(body, **kw)
     with pytest.raises(CorruptRecordError, match=message):
         decode_one(buf)
@@ -250,9 +263,9 @@ def test_scan_and_decode_accept_bytearray_and_memoryview() -> None:
         assert [r.value for r in decode_batches(view, max_batch_bytes=MAX)] == [b"a", b"b"]
 
 
-def test_minimum_batch_size_is_68_bytes() -> None:
+def test_minimum_batch_size_is_69_bytes() -> None:
     buf = enc(0, [Record(None)])
-    assert len(buf) == MIN_BATCH_SIZE == 68
+    assert len(buf) == MIN_BATCH_SIZE == 69
     assert decode_one(buf) == [Record(None, None, 1_000, (), 0)]
 
 
@@ -274,7 +287,9 @@ def test_rebase_batch_moves_a_batch_without_touching_its_crc() -> None:
 def test_body_columns_returns_the_checked_columns() -> None:
     buf = enc(3, [Record(b"a", b"k", 10, (("h", b"v"),)), Record(None, None, 7)])
     header = read_header(buf)
-    assert body_columns(buf, 0, header) == ((0, 1), (0, -3), (b"k", None), (b"a", None), ((("h", b"v"),), ()))
+    offsets, deltas, keys, values, headers = body_columns(buf, 0, header)
+    assert (tuple(offsets), tuple(deltas)) == ((0, 1), (0, -3))
+    assert (keys, values, headers) == ((b"k", None), (b"a", None), ((("h", b"v"),), ()))
     bad = craft(msgpack.packb([[0, 0, None, None, [], None]]))
-    with pytest.raises(CorruptRecordError, match="5-element"):
+    with pytest.raises(CorruptRecordError, match="5 columns"):
         body_columns(bad, 0, read_header(bad))

@@ -1,12 +1,13 @@
 """The partial decoders of segments.batch agree with the whole-batch column path.
 
-``decode_batch(..., max_bytes=)`` (one-record reads) and ``find_timestamp``
-(time lookups) walk a dense batch with a streaming unpacker and stop early;
-on anything else they fall back to the column path. The properties: the
+``decode_batch(..., max_bytes=)`` (one-record reads) builds Records only up to
+the one whose key and value bytes reach ``max_bytes``; ``find_timestamp`` (time
+lookups) unpacks only the offset and timestamp columns. The properties: the
 partial result is a non-empty prefix of the full result, it stops at the
 record that reaches ``max_bytes``, ``find_timestamp`` finds what a scan of
 the decoded records finds, and a body that is wrong but CRC-valid raises
-``CorruptRecordError`` on every path. Modest example counts, no deadline.
+``CorruptRecordError`` on every path that reads the wrong column. Modest
+example counts, no deadline.
 """
 
 from __future__ import annotations
@@ -66,14 +67,8 @@ def test_partial_decode_is_a_prefix_of_the_full_decode(
     assert part == full[: len(part)]
     assert bool(part) == bool(full)  # at least one record whenever one exists
     if max_bytes < header.batch_length and len(records) > 1:
-        # The records built hold max_bytes encoded bytes or more only with the last one (at least one).
-        packer = msgpack.Packer(use_bin_type=True)
-        log_append = ts_type is TimestampType.LOG_APPEND_TIME
-        sizes = [
-            len(packer.pack((r.offset - base, 0 if log_append else r.timestamp - header.base_timestamp,
-                             r.key, r.value, r.headers)))
-            for r in part
-        ]
+        # The records built hold max_bytes key+value bytes or more only with the last one (at least one).
+        sizes = [len(r.key or b"") + len(r.value or b"") for r in part]
         assert len(part) <= 1 or sum(sizes[:-1]) < max_bytes
         assert len(part) == len(full) or sum(sizes) >= max_bytes
 
@@ -102,32 +97,34 @@ def _framed(body: bytes, *, count: int, last_offset_delta: int, base_ts: int = 0
     return bytes(head) + body
 
 
-def test_sparse_batches_take_the_column_path() -> None:
-    # Offset deltas 0, 5, 9: not dense, so a record's place is not its delta; both paths give the same.
-    rows = [[0, 0, None, b"a", []], [5, 1, None, b"b", []], [9, 2, None, b"c", []]]
-    buf = _framed(msgpack.packb(rows), count=3, last_offset_delta=9, max_ts=2)
+def test_sparse_batches_read_their_offset_column() -> None:
+    # Offset deltas 0, 5, 9 (an explicit column, not nil): a record's place is not its delta.
+    columns = [[0, 5, 9], [0, 1, 2], [None, None, None], [b"a", b"b", b"c"], None]
+    buf = _framed(msgpack.packb(columns), count=3, last_offset_delta=9, max_ts=2)
     header = read_header(buf)
     full = decode_batch(buf, 0, header, start_offset=5)
     assert [r.offset for r in full] == [5, 9]
-    assert decode_batch(buf, 0, header, start_offset=5, max_bytes=1) == full
+    assert decode_batch(buf, 0, header, start_offset=5, max_bytes=1) == full[:1]
     assert find_timestamp(buf, 0, header, 2) == (2, 9)
 
 
 @pytest.mark.parametrize(
-    "rows",
+    ("columns", "find_sees_it"),
     [
-        [[0, 0, None, b"a", []], [1, 0, 7, b"b", []]],  # a key that is not bin
-        [[0, 0, None, b"a", []], [1, 0, None, b"b"]],  # a 4-element record
-        [[0, 0, None, b"a", []], [2, 0, None, b"b", []]],  # offset deltas not dense yet last delta 1
-        [[0, 0, None, b"a", []], [1, 5, None, b"b", []]],  # a timestamp beyond the header's max
+        ([None, None, [None, 7], [b"a", b"b"], None], False),  # a key that is not bin
+        ([None, None, [None, None], [b"a", b"b"], [[], [], []]], False),  # 3 header lists for 2 records
+        ([[0, 2], None, [None, None], [b"a", b"b"], None], True),  # offset deltas beyond the last delta 1
+        ([None, [0, 5], [None, None], [b"a", b"b"], None], True),  # a timestamp beyond the header's max
+        ([None, [0], [None, None], [b"a", b"b"], None], True),  # one timestamp for two records
     ],
 )
-def test_a_wrong_body_is_corrupt_on_every_path(rows: list[list[object]]) -> None:
-    buf = _framed(msgpack.packb(rows), count=2, last_offset_delta=1, max_ts=0)
+def test_a_wrong_body_is_corrupt_on_every_path(columns: list[object], find_sees_it: bool) -> None:
+    buf = _framed(msgpack.packb(columns), count=2, last_offset_delta=1, max_ts=0)
     header = read_header(buf)
     with pytest.raises(CorruptRecordError):
         decode_batch(buf, 0, header)
     with pytest.raises(CorruptRecordError):
         decode_batch(buf, 0, header, start_offset=1, max_bytes=1)
-    with pytest.raises(CorruptRecordError):
-        find_timestamp(buf, 0, header, 0, start_offset=1)
+    if find_sees_it:  # find_timestamp reads (and checks) only the offset and timestamp columns
+        with pytest.raises(CorruptRecordError):
+            find_timestamp(buf, 0, header, 0, start_offset=1)

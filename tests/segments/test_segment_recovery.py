@@ -9,11 +9,13 @@ import struct
 import time
 from pathlib import Path
 
+import google_crc32c
+import msgpack
 import pytest
 from seghelpers import SegmentFactory, batch
 
-from segments.batch import TimestampType, encode_batch
-from segments.errors import SegmentOffsetOverflowError
+from segments.batch import MAGIC_V1, TimestampType, encode_batch
+from segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
 from segments.faults import PowerLossOps
 from segments.records import Record
 from segments.segment import LogSegment
@@ -194,6 +196,31 @@ async def test_offsets_beyond_the_int32_range_are_refused(make_segment: SegmentF
     seg = await make_segment(0, file_already_exists=True)
     with pytest.raises(SegmentOffsetOverflowError, match="more than 2\\*\\*31-1 above"):
         await seg.recover(MAX_BATCH)
+
+
+def v1_batch(base_offset: int, values: list[bytes]) -> bytes:
+    """A batch as seglog < 0.2 wrote it: magic 0x53 and a body of [delta, ts delta, key, value, headers] rows."""
+    body = msgpack.packb([[i, 0, None, v, []] for i, v in enumerate(values)], use_bin_type=True)
+    tail = struct.pack(">hiqqqhii", 0, len(values) - 1, 0, 0, -1, -1, -1, len(values)) + body
+    return struct.pack(">qiibI", base_offset, 49 + len(body), -1, MAGIC_V1, google_crc32c.value(tail)) + tail
+
+
+async def test_a_segment_of_the_old_format_is_refused_not_cut(make_segment: SegmentFactory, tmp_path: Path) -> None:
+    # An upgrade must not turn "this version cannot read it" into "recovery deleted it".
+    log = tmp_path / "00000000000000000000.log"
+    old = v1_batch(0, [b"a", b"b"]) + v1_batch(2, [b"c"])
+    log.write_bytes(old)
+    seg = await make_segment(0, file_already_exists=True)
+    with pytest.raises(UnsupportedFormatError, match="format v1"):
+        await seg.recover(MAX_BATCH)
+    assert log.read_bytes() == old
+    with pytest.raises(CorruptRecordError, match="format v1"):
+        await seg.read(0, 1 << 20)
+    await seg.close()
+    # Garbage that merely starts with the old magic byte is still a torn tail, and is cut.
+    log.write_bytes(batch(0, "a") + bytes(16) + bytes([MAGIC_V1]) + bytes(60))
+    seg = await make_segment(0, file_already_exists=True)
+    assert await seg.recover(MAX_BATCH) == 77
 
 
 async def test_batches_larger_than_the_maximum_are_cut(make_segment: SegmentFactory, tmp_path: Path) -> None:
