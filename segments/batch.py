@@ -409,6 +409,16 @@ def _decode_single(buf: bytes | bytearray | memoryview, position: int, header: B
     return _new_record((values[0], keys[0], header.max_timestamp, (), header.base_offset))
 
 
+def _unpack_body(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> object:
+    body_start, body_end = _body_span(buf, position, header)
+    try:
+        return msgpack.unpackb(
+            memoryview(buf)[body_start:body_end], use_list=False, raw=False, **_unpack_limits(body_end - body_start)
+        )
+    except Exception as exc:  # msgpack raises ValueError, ExtraData, FormatError, StackError, UnicodeDecodeError...
+        raise CorruptRecordError(f"batch at position {position}: body is not valid msgpack ({exc})") from exc
+
+
 BodyColumns = tuple[
     Sequence[int],  # offset deltas (a range for a dense batch)
     Sequence[int],  # timestamp deltas
@@ -434,13 +444,7 @@ def body_columns(buf: bytes | bytearray | memoryview, position: int, header: Bat
             ``record_count`` records with increasing offset deltas in
             ``[0, last_offset_delta]``.
     """
-    body_start, body_end = _body_span(buf, position, header)
-    try:
-        body = msgpack.unpackb(
-            memoryview(buf)[body_start:body_end], use_list=False, raw=False, **_unpack_limits(body_end - body_start)
-        )
-    except Exception as exc:  # msgpack raises ValueError, ExtraData, FormatError, StackError, UnicodeDecodeError...
-        raise CorruptRecordError(f"batch at position {position}: body is not valid msgpack ({exc})") from exc
+    body = _unpack_body(buf, position, header)
     columns = _body_columns(body, header)
     if isinstance(columns, str):
         raise CorruptRecordError(f"batch at position {position}: {columns}")
@@ -471,26 +475,39 @@ def decode_batch(
         record = _decode_single(buf, position, header)
         if record is not None:
             return [record] if record.offset >= start_offset else []
-    offset_deltas, timestamp_deltas, keys, values, headers = body_columns(buf, position, header)
-    count = len(offset_deltas)
+    shape = _body_shape(_unpack_body(buf, position, header), header)
+    if isinstance(shape, str):
+        raise CorruptRecordError(f"batch at position {position}: {shape}")
+    offset_deltas, timestamp_deltas, keys, values, headers = shape
+    count = header.record_count
     skip = 0
     if start_offset > header.base_offset:
         skip = bisect_left(offset_deltas, start_offset - header.base_offset)
     end = count
     if max_bytes is not None and skip < count:
-        end = skip + _records_within(keys, values, skip, max_bytes)
-    if skip or end < count:
-        offset_deltas, timestamp_deltas = offset_deltas[skip:end], timestamp_deltas[skip:end]
-        keys, values, headers = keys[skip:end], values[skip:end], headers[skip:end]
+        try:
+            end = skip + _records_within(keys, values, skip, max_bytes)
+        except TypeError:  # a key or value that is neither bytes nor None: reported just below
+            end = count
+    # Only the records returned are checked (all of them, and the whole-batch rules, for a whole batch).
+    problem = _range_problem(shape, header, skip, end)
+    if problem is not None:
+        raise CorruptRecordError(f"batch at position {position}: {problem}")
+    whole = skip == 0 and end == count
     if header.attributes & TIMESTAMP_TYPE_BIT:
         timestamps: object = repeat(header.max_timestamp)
+    elif timestamp_deltas is None:
+        timestamps = repeat(header.base_timestamp)
     else:
-        timestamps = map(add, timestamp_deltas, repeat(header.base_timestamp))
+        timestamps = map(add, timestamp_deltas if whole else timestamp_deltas[skip:end], repeat(header.base_timestamp))
     if type(offset_deltas) is range:  # dense: the offsets are a range too
         offsets: object = range(header.base_offset + skip, header.base_offset + end)
     else:
-        offsets = map(add, offset_deltas, repeat(header.base_offset))
-    rows = zip(values, keys, timestamps, headers, offsets, strict=False)  # type: ignore[call-overload]
+        offsets = map(add, offset_deltas[skip:end], repeat(header.base_offset))
+    if not whole:
+        keys, values = keys[skip:end], values[skip:end]
+    header_column: object = repeat(()) if headers is None else headers if whole else headers[skip:end]
+    rows = zip(values, keys, timestamps, header_column, offsets, strict=False)  # type: ignore[call-overload]
     return list(map(_new_record, rows))
 
 
@@ -591,10 +608,18 @@ def _timestamp_column(column: object, header: BatchHeader) -> Sequence[int] | st
     return column
 
 
-def _body_columns(body: object, header: BatchHeader) -> BodyColumns | str:
-    # The five checked columns, or what is wrong with them. Checks run column-wise at C speed
-    # (set(map(type, ...)), all(map(lt, ...))); headers are looked at one by one only when the
-    # column is not nil.
+_BodyShape = tuple[
+    Sequence[int],  # offset deltas, checked (a range for a dense batch)
+    "tuple[int, ...] | None",  # timestamp deltas, nil or the right length
+    "tuple[bytes | None, ...]",  # keys, the right length
+    "tuple[bytes | None, ...]",  # values, the right length
+    "tuple[tuple[tuple[str, bytes], ...], ...] | None",  # headers, nil or the right length
+]
+
+
+def _body_shape(body: object, header: BatchHeader) -> _BodyShape | str:
+    # The five columns with their lengths checked (O(1) but for an explicit offset column, which is
+    # checked whole), or what is wrong with them; the entries are checked by _range_problem.
     count = header.record_count
     if type(body) is not tuple or len(body) != 5:
         return "body is not an array of 5 columns"
@@ -602,24 +627,74 @@ def _body_columns(body: object, header: BatchHeader) -> BodyColumns | str:
     offset_deltas = _offset_column(offset_column, header)
     if isinstance(offset_deltas, str):
         return offset_deltas
-    timestamp_deltas = _timestamp_column(timestamp_column, header)
-    if isinstance(timestamp_deltas, str):
-        return timestamp_deltas
+    if timestamp_column is not None and (type(timestamp_column) is not tuple or len(timestamp_column) != count):
+        return f"the timestamp column is not nil or an array of {count} integers"
     for name, column in (("key", keys), ("value", values)):
-        if type(column) is not tuple or len(column) != count or not _BIN_TYPES.issuperset(map(type, column)):
+        if type(column) is not tuple or len(column) != count:
             return f"the {name} column is not an array of {count} bin or nil"
-    if headers is None:
-        headers = ((),) * count
+    if headers is not None and (type(headers) is not tuple or len(headers) != count):
+        return f"the headers column is not nil or an array of {count} arrays"
+    return offset_deltas, timestamp_column, keys, values, headers
+
+
+def _range_problem(shape: _BodyShape, header: BatchHeader, lo: int, hi: int) -> str | None:
+    # What is wrong with the entries of records [lo, hi), or None. For the whole batch this is all of
+    # FORMAT.md §2.3 rule 8; for part of it (a read that starts or stops inside the batch) the records
+    # it returns get every check but "the largest timestamp is the header's max" (which needs them all).
+    # Column-wise at C speed (set(map(type, ...)), min, max); headers one by one only when not nil.
+    if lo >= hi:
+        return None
+    _, timestamp_column, keys, values, headers = shape
+    whole = lo == 0 and hi == header.record_count
+    log_append_time = header.attributes & TIMESTAMP_TYPE_BIT
+    if timestamp_column is None:
+        if not log_append_time and (header.max_timestamp != header.base_timestamp or header.base_timestamp < 0):
+            return (
+                f"a nil timestamp column needs max timestamp {header.max_timestamp} == base timestamp "
+                f"{header.base_timestamp} >= 0"
+            )
     else:
-        if type(headers) is not tuple or len(headers) != count:
-            return f"the headers column is not nil or an array of {count} arrays"
-        for record_headers in headers:
+        deltas = timestamp_column if whole else timestamp_column[lo:hi]
+        if not _INT_ONLY.issuperset(map(type, deltas)):
+            return f"the timestamp column is not nil or an array of {header.record_count} integers"
+        if not log_append_time:
+            top = header.max_timestamp - header.base_timestamp
+            highest = max(deltas)
+            if min(deltas) < -header.base_timestamp or highest > top or (whole and highest != top):
+                return (
+                    "the record timestamps are below 0 or do not reach the header's max timestamp "
+                    f"{header.max_timestamp}"
+                )
+    for name, column in (("key", keys), ("value", values)):
+        if not _BIN_TYPES.issuperset(map(type, column if whole else column[lo:hi])):
+            return f"the {name} column is not an array of {header.record_count} bin or nil"
+    if headers is not None:
+        for record_headers in headers if whole else headers[lo:hi]:
             if type(record_headers) is not tuple:
                 return "record headers are not an array"
             for pair in record_headers:
                 if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not bytes:
                     return "a record header is not a [str, bin] pair"
-    return offset_deltas, timestamp_deltas, keys, values, headers
+    return None
+
+
+def _body_columns(body: object, header: BatchHeader) -> BodyColumns | str:
+    # The five checked columns, nil shorthands expanded, or what is wrong with them.
+    shape = _body_shape(body, header)
+    if isinstance(shape, str):
+        return shape
+    count = header.record_count
+    problem = _range_problem(shape, header, 0, count)
+    if problem is not None:
+        return problem
+    offset_deltas, timestamp_deltas, keys, values, headers = shape
+    return (
+        offset_deltas,
+        (0,) * count if timestamp_deltas is None else timestamp_deltas,
+        keys,
+        values,
+        ((),) * count if headers is None else headers,
+    )
 
 
 def decode_batches(
