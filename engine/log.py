@@ -53,12 +53,13 @@ from engine.results import (
 )
 from engine.retention import RetentionPlan, SegmentSummary, plan_retention
 from segments.batch import (
+    HEADER_SIZE,
     BatchHeader,
     TimestampType,
     check_header,
     decode_batch,
     decode_batches,
-    encode_batch,
+    encode_batch_parts,
     read_header,
     rebase_batch,
     verify_crc,
@@ -93,7 +94,8 @@ def _now_ms() -> int:
 
 @dataclass(slots=True)
 class _PendingAppend:
-    data: bytearray  # one encoded batch; its base offset is patched in by the writer
+    head: bytearray  # the batch's 61-byte header; the writer patches its base offset in
+    body: bytes  # the rest of the batch (never copied: written from here by pwritev)
     header: BatchHeader  # as encoded (base offset 0)
     future: asyncio.Future[AppendResult]
     base_offset: int = -1  # assigned by the writer
@@ -214,9 +216,9 @@ class PartitionLog:
             ClosedError: the log or engine was closed.
         """
         self._check_writable()
-        data, header = self._encode(records)
+        head, body, header = self._encode(records)
         loop = asyncio.get_running_loop()
-        pending = _PendingAppend(data, header, loop.create_future())
+        pending = _PendingAppend(head, body, header, loop.create_future())
         self._pending.append(pending)
         if self._writer is None:
             self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
@@ -225,7 +227,7 @@ class PartitionLog:
         # is written whole (its result is simply not delivered).
         return await pending.future
 
-    def _encode(self, records: Sequence[Record]) -> tuple[bytearray, BatchHeader]:
+    def _encode(self, records: Sequence[Record]) -> tuple[bytearray, bytes, BatchHeader]:
         given: object = records  # callers may pass anything; check before trusting the annotation
         # A list or tuple of records is the common case; the ABC check (~1 us) only for anything else.
         if given.__class__ is not list and (isinstance(given, (Record, str, bytes)) or not isinstance(given, Sequence)):
@@ -235,14 +237,14 @@ class PartitionLog:
         if not records:
             raise InvalidRecordError("append of an empty batch: pass at least one Record")
         try:
-            encoded = encode_batch(
+            head, body = encode_batch_parts(
                 0, records, timestamp_type=self._timestamp_type, now_ms=_now_ms(), packer=self._packer
             )
         except (TypeError, ValueError) as exc:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: {exc}") from exc
-        data = bytearray(encoded)
-        self._check_size(len(data))
-        return data, read_header(data)
+        header = read_header(head)
+        self._check_size(header.size)
+        return head, body, header
 
     def _check_size(self, size: int) -> None:
         config = self.config
@@ -293,11 +295,11 @@ class PartitionLog:
             verify_crc(raw, 0, header)
             records = decode_batch(raw, 0, header)
             if self._timestamp_type is TimestampType.LOG_APPEND_TIME:
-                batch, batch_header = self._encode([r._replace(offset=-1) for r in records])
+                head, body, batch_header = self._encode([r._replace(offset=-1) for r in records])
             else:
                 self._check_size(header.size)
-                batch, batch_header = bytearray(raw), header
-            items.append(_PendingAppend(batch, batch_header, loop.create_future()))
+                head, body, batch_header = bytearray(raw[:HEADER_SIZE]), bytes(raw[HEADER_SIZE:]), header
+            items.append(_PendingAppend(head, body, batch_header, loop.create_future()))
             position += header.size
         if not items:
             raise CorruptRecordError(f"{self.topic}-{self.partition}: append_encoded got no batch")
@@ -351,11 +353,11 @@ class PartitionLog:
             if item.future.cancelled():
                 taken += 1
                 continue
-            if group and size + len(item.data) > MAX_GROUP_BYTES:
+            if group and size + item.header.size > MAX_GROUP_BYTES:
                 break
             taken += 1
             group.append(item)
-            size += len(item.data)
+            size += item.header.size
         del pending[:taken]  # one slice delete: pop(0) per item made a group of n appends O(n^2)
         return group
 
@@ -371,7 +373,7 @@ class PartitionLog:
                 max_segment_bytes=config.segment_bytes,
                 max_timestamp_in_messages=max(item.header.max_timestamp for item in group),
                 max_offset_in_messages=next_offset + sum(item.header.last_offset_delta + 1 for item in group) - 1,
-                messages_size=sum(len(item.data) for item in group),
+                messages_size=sum(item.header.size for item in group),
                 now_ms=now_ms,
             )
         ):
@@ -379,7 +381,7 @@ class PartitionLog:
             # index-full test does not change before the write), so when the whole group fits, each
             # prefix fits: one check instead of one per batch (~5 us each for single-record appends).
             for item in group:
-                rebase_batch(item.data, next_offset)
+                rebase_batch(item.head, next_offset)
                 item.base_offset = next_offset
                 next_offset += item.header.last_offset_delta + 1
             await self._append_chunk(active, group)
@@ -396,7 +398,7 @@ class PartitionLog:
                     max_segment_bytes=config.segment_bytes,
                     max_timestamp_in_messages=header.max_timestamp,
                     max_offset_in_messages=last,
-                    messages_size=chunk_size + len(item.data),
+                    messages_size=chunk_size + header.size,
                     now_ms=now_ms,
                 )
             )
@@ -405,10 +407,10 @@ class PartitionLog:
                     await self._append_chunk(active, chunk)
                     chunk, chunk_size = [], 0
                 active = await self._roll(now_ms)
-            rebase_batch(item.data, first)
+            rebase_batch(item.head, first)
             item.base_offset = first
             chunk.append(item)
-            chunk_size += len(item.data)
+            chunk_size += header.size
             next_offset = last + 1
         if chunk:
             await self._append_chunk(active, chunk)
@@ -430,7 +432,11 @@ class PartitionLog:
             await self._flush_locked(segment.base_offset)
         size_before = segment.size
         try:
-            await segment.append([item.data for item in chunk], fsync=fsync)
+            await segment.append_parts(
+                [part for item in chunk for part in (item.head, item.body)],
+                [item.header._replace(base_offset=item.base_offset) for item in chunk],
+                fsync=fsync,
+            )
         except asyncio.CancelledError:
             # The segment finishes a write it started even when this task is cancelled: if the
             # bytes went in, publish them before passing the cancellation on, or the next append
@@ -446,9 +452,9 @@ class PartitionLog:
         self._log_end_offset = last.base_offset + last.header.last_offset_delta + 1
         # Keep the last small write in memory for tailing readers (see read()); a large group is not
         # worth holding (and readers of bulk data read the page cache at memory speed anyway).
-        size = sum(len(item.data) for item in chunk)
+        size = sum(item.header.size for item in chunk)
         self._tail = (
-            (chunk[0].base_offset, self._log_end_offset, b"".join(item.data for item in chunk))
+            (chunk[0].base_offset, self._log_end_offset, b"".join(p for item in chunk for p in (item.head, item.body)))
             if size <= TAIL_CACHE_BYTES
             else None
         )

@@ -52,6 +52,7 @@ __all__ = [
     "is_v1_batch",
     "rebase_batch",
     "encode_batch",
+    "encode_batch_parts",
     "read_header",
     "scan_batches",
     "verify_crc",
@@ -183,7 +184,32 @@ def encode_batch(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
 ) -> bytes:
-    """Encode ``records`` as one batch whose first record gets ``base_offset``.
+    """Encode ``records`` as one batch whose first record gets ``base_offset``; see :func:`encode_batch_parts`."""
+    head, body = encode_batch_parts(
+        base_offset, records, timestamp_type=timestamp_type, now_ms=now_ms, packer=packer,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+    )
+    return b"".join((head, body))
+
+
+def encode_batch_parts(
+    base_offset: int,
+    records: Sequence[Record],
+    *,
+    timestamp_type: TimestampType,
+    now_ms: int,
+    packer: msgpack.Packer | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+) -> tuple[bytearray, bytes]:
+    """Encode ``records`` as one batch whose first record gets ``base_offset``: ``(header, body)``.
+
+    The batch is the 61 header bytes followed by the body; they are returned
+    apart so that a writer can hand both to ``pwritev`` and patch the base
+    offset in the (mutable) header with :func:`rebase_batch`, without copying
+    the body: a fresh ~1 MB buffer costs ~0.4 ms of page faults on this kind
+    of machine, more than packing it.
 
     Records get consecutive offsets (offset delta = index in ``records``; their
     ``offset`` field is ignored). A ``None`` timestamp becomes ``now_ms``; with
@@ -244,8 +270,9 @@ def encode_batch(
         attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count
     )
     crc = google_crc32c.extend(google_crc32c.value(crc_header), body)
-    prefix = _PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + len(body), NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
-    return b"".join((prefix, crc_header, body))
+    head = bytearray(_PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + len(body), NO_PARTITION_LEADER_EPOCH, MAGIC, crc))
+    head += crc_header
+    return head, body
 
 
 def _check_timestamp(timestamp: int) -> None:

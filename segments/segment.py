@@ -843,6 +843,33 @@ class LogSegment:
         if not batches:
             return self._log.size
         headers = [self._header_of(b) for b in batches]
+        return await self.append_parts(batches, headers, fsync=fsync)
+
+    async def append_parts(
+        self, parts: Sequence[bytes | bytearray | memoryview], headers: Sequence[BatchHeader], *, fsync: bool = False
+    ) -> int:
+        """:meth:`append` of the batches ``headers`` describe, whose bytes are ``parts`` back to back.
+
+        A batch may span parts (the engine writes each batch as its 61-byte
+        header and its body, from :func:`~segments.batch.encode_batch_parts`,
+        so that a large body is never copied). ``headers`` must be those of the
+        bytes written (with their final base offsets); each is checked, and the
+        parts must add up to exactly the batches' sizes.
+
+        Raises:
+            As :meth:`append`.
+        """
+        self._check_writable()
+        total = 0
+        for header in headers:
+            problem = header_problem(header, header.size)
+            if problem is not None:
+                raise ValueError(f"{self._log.path}: not a valid batch header: {problem}")
+            total += header.size
+        if sum(len(p) for p in parts) != total:
+            raise ValueError(f"{self._log.path}: the parts do not add up to the {total} bytes of the batches")
+        if not headers:
+            return self._log.size
         expected = self._next_offset
         for header in headers:
             if expected is not None and header.base_offset < expected:
@@ -887,7 +914,7 @@ class LogSegment:
 
         end = batch_position
         try:
-            await self._log.append(batches, fsync=fsync)
+            await self._log.append(parts, fsync=fsync)
         finally:
             # The write happened (the size moved) even if this task was cancelled meanwhile: the
             # bookkeeping must follow the file, or the next append would reuse these offsets.

@@ -18,7 +18,7 @@ from seghelpers import SegmentFactory, batch, size_of
 
 from indexes.errors import ClosedError, StorageError
 from segments import fileio
-from segments.batch import TimestampType, encode_batch
+from segments.batch import TimestampType, encode_batch, encode_batch_parts, read_header
 from segments.errors import SegmentOffsetOverflowError
 from segments.faults import FailingOps
 from segments.records import Record
@@ -544,3 +544,27 @@ async def test_append_refuses_offsets_that_do_not_increase(make_segment: Segment
     with pytest.raises(ValueError, match="cannot follow offset 1"):
         await seg.append([batch(1, "c")])
     assert seg.size == size_of(batch(0, "a", "b"))
+
+
+async def test_append_parts_writes_batches_split_into_header_and_body(make_segment: SegmentFactory) -> None:
+    # The engine's write path: each batch as (61-byte header, body), never joined in memory.
+    seg = await make_segment(0)
+    parts, headers = [], []
+    for base, values in ((0, [b"a", b"b"]), (2, [b"c" * 5000])):
+        head, body = encode_batch_parts(base, [Record(v) for v in values], timestamp_type=TimestampType.CREATE_TIME,
+                                        now_ms=7)
+        parts += [head, body]
+        headers.append(read_header(head))
+    assert await seg.append_parts(parts, headers) == 0
+    got = await seg.read(0, 1 << 20)
+    assert got is not None
+    assert [r.value for r in got.records()] == [b"a", b"b", b"c" * 5000]
+    assert bytes(got.data) == b"".join(parts)
+    # Parts that do not add up to the batches, or a header that is not a batch's: refused, nothing written.
+    head, body = encode_batch_parts(3, [Record(b"d")], timestamp_type=TimestampType.CREATE_TIME, now_ms=7)
+    with pytest.raises(ValueError, match="do not add up"):
+        await seg.append_parts([head, body[:-1]], [read_header(head)])
+    with pytest.raises(ValueError, match="not a valid batch header"):
+        await seg.append_parts([head, body], [read_header(head)._replace(magic=0)])
+    assert seg.size == len(b"".join(parts))
+    await seg.close()
