@@ -76,12 +76,31 @@ def columns_to_batch(topic: str, partition: int, cols: RecordColumns) -> pa.Reco
         pa.array(cols.values, pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(cols.offsets, pa.int64()),
+        _offsets_array(cols.offsets),
         pc.multiply(millis, _US_PER_MS).cast(schema.field("timestamp").type),
-        pa.array(cols.timestamp_types, pa.int32()),
+        _timestamp_types_array(cols.timestamp_types),
         _headers_array(cols.headers, schema.field("headers").type),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _offsets_array(offsets: list[int]) -> pa.Array:
+    # Offsets of one partition increase strictly, so a first-to-last span of n - 1 means n consecutive
+    # offsets (what a log without compaction holds): a C-level running sum instead of converting n
+    # Python ints (0.2 ms instead of 1.2 ms for 65,536 rows).
+    n = len(offsets)
+    if n and offsets[-1] - offsets[0] == n - 1:
+        return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=offsets[0] - 1)
+    return pa.array(offsets, pa.int64())
+
+
+def _timestamp_types_array(types: list[int]) -> pa.Array:
+    # One timestamp type for every row is the rule (it is a topic setting): a constant array.
+    n = len(types)
+    for kind in (0, 1):
+        if types.count(kind) == n:
+            return pa.repeat(pa.scalar(kind, pa.int32()), n)
+    return pa.array(types, pa.int32())
 
 
 def _headers_array(headers: list[tuple[tuple[str, bytes], ...]], list_type: pa.ListType) -> pa.Array:

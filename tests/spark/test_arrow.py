@@ -1,0 +1,38 @@
+"""Decoded columns → Arrow batches, without a Spark session: the shortcuts give the general path's result."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from engine.scan import RecordColumns
+from tools.spark.arrow import arrow_schema, columns_to_batch
+
+
+def columns(offsets: list[int], types: list[int]) -> RecordColumns:
+    n = len(offsets)
+    cols = RecordColumns()
+    cols.offsets, cols.timestamp_types = offsets, types
+    cols.timestamps = [1_700_000_000_000 + i for i in range(n)]
+    cols.keys = [None if i % 2 else b"k%d" % i for i in range(n)]
+    cols.values = [b"v%d" % i for i in range(n)]
+    cols.headers = [(("h", b"x"),) if i == 1 else () for i in range(n)]
+    return cols
+
+
+def test_every_column_keeps_its_rows_whatever_shortcut_applies() -> None:
+    cases = [
+        ([7, 8, 9, 10], [0, 0, 0, 0]),  # consecutive offsets, one timestamp type: the constant shortcuts
+        ([7, 9, 10, 15], [1, 1, 1, 1]),  # gaps (a compacted log): converted one by one
+        ([7, 8, 9, 10], [0, 1, 0, 1]),  # mixed timestamp types
+        ([], []),
+    ]
+    for offsets, types in cases:
+        batch = columns_to_batch("t", 3, columns(offsets, types))
+        assert batch.schema == arrow_schema()
+        rows = batch.to_pylist()
+        assert [r["offset"] for r in rows] == offsets
+        assert [r["timestampType"] for r in rows] == types
+        assert [r["partition"] for r in rows] == [3] * len(offsets)
+        assert [r["key"] for r in rows] == [None if i % 2 else b"k%d" % i for i in range(len(offsets))]
+        assert [r["headers"] for r in rows][1:2] == ([[{"key": "h", "value": b"x"}]] if offsets else [])
+        assert batch.column("offset").type == pa.int64() and batch.column("timestampType").type == pa.int32()
