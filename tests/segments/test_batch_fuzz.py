@@ -18,6 +18,8 @@ from segments.batch import (
     MAGIC,
     ScanStop,
     TimestampType,
+    _columns_of,
+    _columns_of_one,
     body_columns,
     decode_batch,
     decode_batches,
@@ -179,3 +181,35 @@ def test_the_one_record_fast_path_agrees_with_the_column_path(
         assert (record.offset, record.key, record.value, record.headers) == (
             5 + columns[0][0], columns[2][0], columns[3][0], columns[4][0]
         )
+
+
+one_records = st.one_of(
+    st.builds(
+        Record,
+        value=st.one_of(st.none(), st.binary(max_size=8), st.text(max_size=2), st.integers()),
+        key=st.one_of(st.none(), st.binary(max_size=8), st.just(bytearray(b"k"))),
+        timestamp=st.one_of(st.none(), st.integers(-5, 2**64), st.booleans(), st.just(1.5)),
+        headers=st.one_of(
+            st.just(()), st.just((("h", b"v"),)), st.just([("h", b"v")]), st.just((("h", "v"),)), st.just(((1, b""),))
+        ),
+    ),
+    st.tuples(st.binary(max_size=2)),  # not a 5-field record
+    st.text(min_size=5, max_size=5),  # iterable into 5 fields, all str
+    st.integers(),  # not iterable
+)
+
+
+@FUZZ
+@given(one_records, st.sampled_from(list(TimestampType)), st.integers(-1, 2**40))
+def test_the_one_record_encoder_agrees_with_the_column_encoder(record: object, ts_type: TimestampType,
+                                                              now_ms: int) -> None:
+    # Same columns, or the same exception type and message, for any single "record".
+    def outcome(fn: object) -> object:
+        try:
+            return fn()  # type: ignore[operator]
+        except (TypeError, ValueError) as exc:
+            return (type(exc), str(exc))
+
+    general = outcome(lambda: _columns_of([record], 1, ts_type, now_ms))  # type: ignore[list-item]
+    fast = outcome(lambda: _columns_of_one(record, ts_type, now_ms))  # type: ignore[arg-type]
+    assert fast == general
