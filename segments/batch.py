@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import struct
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import compress, islice, repeat
 from operator import add, ge, lt, sub
@@ -355,7 +355,7 @@ def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
 
     Checks magic, the length bounds (at least 69 bytes, at most ``max_batch_bytes``),
     attribute bits, compression, the record count against the offset span and
-    the body length, the offset range and ``max_timestamp >= base_timestamp``.
+    the body length, the offset range and ``max_timestamp >= base_timestamp >= 0``.
     """
     if header.magic == MAGIC_V1:
         return f"batch format v1 (magic {MAGIC_V1:#04x}, written by seglog < 0.2) is not readable by this version"
@@ -381,6 +381,8 @@ def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
         return f"base offset {header.base_offset} + delta {header.last_offset_delta} is outside [0, 2**63-1]"
     if header.max_timestamp < header.base_timestamp:
         return f"max timestamp {header.max_timestamp} is below the first timestamp {header.base_timestamp}"
+    if header.base_timestamp < 0:
+        return f"base timestamp {header.base_timestamp} is negative (timestamps are never below 0)"
     return None
 
 
@@ -854,6 +856,7 @@ def scan_batches(
             or base_offset < 0
             or base_offset + last_delta > INT64_MAX
             or max_ts < base_ts
+            or base_ts < 0
         ):
             problem = header_problem(make(fields), max_batch_bytes) or "implausible header"
             return ScanResult(position, batches, ScanStop.CORRUPT, problem, next_offset)
@@ -885,20 +888,34 @@ def scan_batches(
     return ScanResult(position, batches, ScanStop.END, "", next_offset)
 
 
-def is_v1_batch(buf: bytes | bytearray | memoryview, position: int = 0) -> bool:
+def is_v1_batch(read: Callable[[int, int], bytes | bytearray], position: int, end: int) -> bool:
     """Whether a whole, CRC-valid batch of format v1 (magic ``0x53``, row bodies) starts at ``position``.
 
+    ``read(position, size)`` returns up to ``size`` bytes of the file (a
+    ``pread``); ``end`` is where the file's data ends. The CRC-32C is computed
+    over 4 MiB reads, so a batch of any size is checked in bounded memory.
     Recovery asks this where its scan stopped, so that a segment written by an
     older seglog is refused (:class:`~segments.errors.UnsupportedFormatError`)
     rather than cut: random bytes pass the CRC-32C with odds of 2**-32.
     """
-    if position < 0 or len(buf) - position < HEADER_SIZE or buf[position + MAGIC_OFFSET] != MAGIC_V1:
+    head = read(position, HEADER_SIZE)
+    if len(head) < HEADER_SIZE or head[MAGIC_OFFSET] != MAGIC_V1:
         return False
-    header = read_header(buf, position)
-    end = position + header.size
-    if header.batch_length < _HEADER_BYTES_IN_LENGTH or end > len(buf):
+    header = read_header(head)
+    stop = position + header.size
+    if header.batch_length < _HEADER_BYTES_IN_LENGTH or stop > end:
         return False
-    return _crc_of(buf, position + CRC_START, end) == header.crc
+    crc, at = 0, position + CRC_START
+    while at < stop:
+        part = read(at, min(_V1_CRC_CHUNK, stop - at))
+        if not part:
+            return False
+        crc = google_crc32c.extend(crc, part if type(part) is bytes else bytes(part))
+        at += len(part)
+    return crc == header.crc
+
+
+_V1_CRC_CHUNK: Final = 4 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------------------- rebase

@@ -1345,7 +1345,7 @@ class LogSegment:
             if result.stop is ScanStop.END:
                 chunk_size = _RECOVERY_CHUNK
                 continue
-            if result.stop is ScanStop.CORRUPT and is_v1_batch(chunk, advanced):
+            if result.stop is ScanStop.CORRUPT and is_v1_batch(pread, valid, total):
                 raise UnsupportedFormatError(
                     f"{path}: the batch at position {valid} is seglog batch format v1 (written by seglog < 0.2), "
                     "which this version cannot read; nothing was truncated (docs/FORMAT.md §6)"

@@ -217,6 +217,14 @@ async def test_a_segment_of_the_old_format_is_refused_not_cut(make_segment: Segm
     with pytest.raises(CorruptRecordError, match="format v1"):
         await seg.read(0, 1 << 20)
     await seg.close()
+    # A v1 batch larger than recovery's 4 MiB read (a topic whose max.message.bytes allowed it).
+    big = v1_batch(0, [bytes(5 << 20)])
+    log.write_bytes(big)
+    seg = await make_segment(0, file_already_exists=True)
+    with pytest.raises(UnsupportedFormatError):
+        await seg.recover(MAX_BATCH)
+    assert log.stat().st_size == len(big)
+    await seg.close()
     # Garbage that merely starts with the old magic byte is still a torn tail, and is cut.
     log.write_bytes(batch(0, "a") + bytes(16) + bytes([MAGIC_V1]) + bytes(60))
     seg = await make_segment(0, file_already_exists=True)
