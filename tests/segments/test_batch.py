@@ -22,6 +22,7 @@ from segments.batch import (
     decode_batch,
     decode_batches,
     encode_batch,
+    header_problem,
     read_header,
     rebase_batch,
     scan_batches,
@@ -261,6 +262,16 @@ def test_scan_and_decode_accept_bytearray_and_memoryview() -> None:
     for view in (bytearray(buf), memoryview(buf), memoryview(bytearray(buf))):
         assert scan_batches(view, max_batch_bytes=MAX).stop is ScanStop.END
         assert [r.value for r in decode_batches(view, max_batch_bytes=MAX)] == [b"a", b"b"]
+
+
+def test_a_negative_base_timestamp_is_corrupt_with_either_timestamp_type() -> None:
+    # Timestamps are never below 0 (FORMAT.md §2.3 rule 5), LogAppendTime batches included.
+    for attributes in (0, 0x08):
+        buf = craft(body(None, None, [None], [b"v"], None), base_ts=-1, max_ts=-1, attributes=attributes)
+        assert "negative" in (header_problem(read_header(buf), MAX) or "")
+        assert scan_batches(buf, max_batch_bytes=MAX).stop is ScanStop.CORRUPT
+        with pytest.raises(CorruptRecordError, match="negative"):
+            decode_one(buf)
 
 
 def test_minimum_batch_size_is_69_bytes() -> None:
