@@ -547,6 +547,7 @@ def scan_range(
     from_ts, until_ts = r.from_timestamp, r.until_timestamp
     out = RecordColumns()
     position = r.start_position
+    next_offset = 0  # the lowest base offset the next batch may have
     readahead = _BODY_READAHEAD if until_ts is None else _BOUNDED_READAHEAD
     try:
         while position < r.end_position:
@@ -555,6 +556,12 @@ def scan_range(
                 raise CorruptRecordError(f"batch header cut short (planned end {r.end_position})")
             header: BatchHeader = read_header(*got)
             check_header(header, r.end_position, position)
+            if header.base_offset < next_offset:
+                # Offsets only increase along a log (FORMAT.md §2.3 rule 7); the readers rely on it.
+                raise CorruptRecordError(
+                    f"batch at offset {header.base_offset} follows offset {next_offset - 1}; offsets must increase"
+                )
+            next_offset = header.next_offset
             if header.base_offset >= r.end_offset:
                 break
             skip = header.last_offset < r.start_offset

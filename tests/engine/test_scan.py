@@ -279,6 +279,19 @@ def test_a_corrupt_batch_inside_a_range_names_file_and_position(tmp_path: Path) 
         read_all(scan.plan_partition(tmp_path, "t", 0))
 
 
+def test_offsets_that_go_back_are_corrupt(tmp_path: Path) -> None:
+    # Two CRC-valid batches whose offsets overlap (a crafted or foreign file): an error, never rows
+    # with repeated offsets (the Arrow conversion relies on offsets increasing).
+    d = tmp_path / "t-0"
+    write_segment(d, 0, [records(3, 10)])  # a sealed segment: read whole, no walk bounds it
+    write_segment(d, 6, [records(2, 10)], active=True)
+    log = d / f"{0:020d}.log"
+    with open(log, "ab") as f:
+        f.write(encode_batch(2, records(3, 10), timestamp_type=TimestampType.CREATE_TIME, now_ms=0))
+    with pytest.raises(CorruptRecordError, match="offsets must increase"):
+        read_all(scan.plan_partition(tmp_path, "t", 0))
+
+
 def test_a_stale_index_is_ignored(tmp_path: Path) -> None:
     rows = make_partition(tmp_path, list(range(100)))
     index = tmp_path / "t-0" / f"{0:020d}.index"
