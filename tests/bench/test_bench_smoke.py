@@ -51,3 +51,17 @@ def test_quick_run_emits_every_key(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_unknown_section_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--quick", "--only", "produce,nope"]) == 2
     assert "unknown section(s) nope" in capsys.readouterr().err
+
+
+def test_gc_threshold_applies_to_the_run_and_is_restored(tmp_path: Path) -> None:
+    import gc
+
+    before = gc.get_threshold()
+    report_path = tmp_path / "bench.json"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    assert main(["bench", "--quick", "--only", "fetch", "--gc-threshold", "50000", "--json", str(report_path),
+                 "--workdir", str(scratch)]) == 0
+    assert json.loads(report_path.read_text(encoding="utf-8"))["options"]["gc_threshold"] == 50000
+    assert gc.get_threshold() == before
+    assert main(["bench", "--quick", "--gc-threshold", "0"]) == 2

@@ -40,6 +40,7 @@ def register(subparsers: Any) -> None:
             "seglog bench --json bench.json",
             "seglog bench --quick --json",
             "seglog bench --only produce,lookup",
+            "seglog bench --only fetch --gc-threshold 50000",
             notes=NOTES,
         ),
     )
@@ -56,6 +57,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--only", default=None, metavar="NAME,...", help=f"run only these sections ({', '.join(SECTIONS)})")
     p.add_argument("--workdir", default=None, metavar="DIR", help="scratch directory (default: system temp dir)")
     p.add_argument("--seed", type=int, default=7, help="seed of the random offsets and timestamps (default 7)")
+    p.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run everything with gc.set_threshold(N) (default: Python's 700); see docs/PERFORMANCE.md",
+    )
     p.set_defaults(func=run)
 
 
@@ -71,7 +79,13 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else None
     if workdir is not None and not workdir.is_dir():
         raise UsageError(f"--workdir {workdir}: not a directory")
-    report = run_bench(BenchOptions(quick=args.quick, only=only, workdir=workdir, seed=args.seed, progress=note))
+    if args.gc_threshold is not None and args.gc_threshold < 1:
+        raise UsageError(f"--gc-threshold {args.gc_threshold}: must be at least 1")
+    report = run_bench(
+        BenchOptions(
+            quick=args.quick, only=only, workdir=workdir, seed=args.seed, progress=note, gc_threshold=args.gc_threshold
+        )
+    )
     document = report.as_json()
     document["command"] = "seglog bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "seglog bench"
     if args.markdown:
