@@ -10,8 +10,8 @@ and this module trims and appends them.
 Why columns: a bulk reader hands rows to Arrow column by column, and building
 a ``Record`` per row only to take it apart again cost about a third of the
 decode time (``research/spark.md`` §3: decoding dominates a Spark scan of
-seglog). Here every step is a C-level ``zip``/``map``/``list.extend`` over a
-whole batch.
+seglog). The body already is columns (format v2), so here every step is a
+C-level ``map``/``list.extend`` over a whole batch.
 
 Must not import: ``engine`` or ``tools``, and no I/O module (plain functions over bytes).
 """
@@ -77,9 +77,8 @@ def decode_columns(
     found, i.e. the read ends in this batch.
 
     Raises:
-        CorruptRecordError: the body is not a msgpack array of ``record_count``
-            ``[offset_delta, timestamp_delta, key, value, headers]`` records with
-            increasing offset deltas in ``[0, last_offset_delta]`` (FORMAT.md §2.3).
+        CorruptRecordError: the body is not the five columns of FORMAT.md §2.2
+            holding ``record_count`` records, or fails a check of §2.3 rule 8.
     """
     columns = body_columns(buf, position, header)
     offset_deltas, timestamp_deltas, keys, values, headers = columns
