@@ -97,6 +97,7 @@ class _PendingAppend:
     head: bytearray  # the batch's 61-byte header; the writer patches its base offset in
     body: bytes  # the rest of the batch (never copied: written from here by pwritev)
     header: BatchHeader  # as encoded (base offset 0)
+    size: int  # bytes of the whole batch (header.size, kept as a field: it is read several times per append)
     future: asyncio.Future[AppendResult]
     base_offset: int = -1  # assigned by the writer
 
@@ -218,7 +219,7 @@ class PartitionLog:
         self._check_writable()
         head, body, header = self._encode(records)
         loop = asyncio.get_running_loop()
-        pending = _PendingAppend(head, body, header, loop.create_future())
+        pending = _PendingAppend(head, body, header, header.size, loop.create_future())
         self._pending.append(pending)
         if self._writer is None:
             self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
@@ -299,7 +300,7 @@ class PartitionLog:
             else:
                 self._check_size(header.size)
                 head, body, batch_header = bytearray(raw[:HEADER_SIZE]), bytes(raw[HEADER_SIZE:]), header
-            items.append(_PendingAppend(head, body, batch_header, loop.create_future()))
+            items.append(_PendingAppend(head, body, batch_header, batch_header.size, loop.create_future()))
             position += header.size
         if not items:
             raise CorruptRecordError(f"{self.topic}-{self.partition}: append_encoded got no batch")
@@ -353,11 +354,11 @@ class PartitionLog:
             if item.future.cancelled():
                 taken += 1
                 continue
-            if group and size + item.header.size > MAX_GROUP_BYTES:
+            if group and size + item.size > MAX_GROUP_BYTES:
                 break
             taken += 1
             group.append(item)
-            size += item.header.size
+            size += item.size
         del pending[:taken]  # one slice delete: pop(0) per item made a group of n appends O(n^2)
         return group
 
@@ -373,7 +374,7 @@ class PartitionLog:
                 max_segment_bytes=config.segment_bytes,
                 max_timestamp_in_messages=max(item.header.max_timestamp for item in group),
                 max_offset_in_messages=next_offset + sum(item.header.last_offset_delta + 1 for item in group) - 1,
-                messages_size=sum(item.header.size for item in group),
+                messages_size=sum(item.size for item in group),
                 now_ms=now_ms,
             )
         ):
@@ -398,7 +399,7 @@ class PartitionLog:
                     max_segment_bytes=config.segment_bytes,
                     max_timestamp_in_messages=header.max_timestamp,
                     max_offset_in_messages=last,
-                    messages_size=chunk_size + header.size,
+                    messages_size=chunk_size + item.size,
                     now_ms=now_ms,
                 )
             )
@@ -410,7 +411,7 @@ class PartitionLog:
             rebase_batch(item.head, first)
             item.base_offset = first
             chunk.append(item)
-            chunk_size += header.size
+            chunk_size += item.size
             next_offset = last + 1
         if chunk:
             await self._append_chunk(active, chunk)
@@ -434,7 +435,7 @@ class PartitionLog:
         try:
             await segment.append_parts(
                 [part for item in chunk for part in (item.head, item.body)],
-                [item.header._replace(base_offset=item.base_offset) for item in chunk],
+                [read_header(item.head) for item in chunk],  # as written: base offsets patched in
                 fsync=fsync,
             )
         except asyncio.CancelledError:
@@ -452,7 +453,7 @@ class PartitionLog:
         self._log_end_offset = last.base_offset + last.header.last_offset_delta + 1
         # Keep the last small write in memory for tailing readers (see read()); a large group is not
         # worth holding (and readers of bulk data read the page cache at memory speed anyway).
-        size = sum(item.header.size for item in chunk)
+        size = sum(item.size for item in chunk)
         self._tail = (
             (chunk[0].base_offset, self._log_end_offset, b"".join(p for item in chunk for p in (item.head, item.body)))
             if size <= TAIL_CACHE_BYTES
