@@ -82,8 +82,8 @@ DELETED_SUFFIX: Final = ".deleted"
 DEFAULT_RETENTION_CHECK_INTERVAL_MS: Final = 300_000
 DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 60_000
 DEFAULT_FLUSH_CHECK_INTERVAL_MS: Final = 1_000
-# Partitions opened or closed at once: enough to keep the default executor's threads (min(32, cpus + 4))
-# busy, few enough that progress is reported steadily.
+# Partitions closed at once by Engine.close: enough to keep the default executor's threads
+# (min(32, cpus + 4)) busy. (Engine.open uses LOAD_CHUNK and LOAD_CHUNKS_IN_FLIGHT below.)
 LOAD_CONCURRENCY: Final = 8
 # Partitions whose files one executor hop opens at Engine.open, and such hops in flight (see _load).
 LOAD_CHUNK: Final = 64

@@ -21,6 +21,7 @@ and *the bytes are wrong* (:class:`CorruptionError`)::
     ├── SlotOutOfRangeError            ``entry(n)`` for a slot the index does not have
     ├── ReadOnlyIndexError             a change to an index opened read-only
     ├── RecordTooLargeError            (segments) a batch over max_message_bytes
+    ├── UnsupportedFormatError         (segments) intact batches of an older format (v1)
     ├── (engine) InvalidConfigError, InvalidRecordError, InvalidTopicError,
     │   TopicExistsError, UnknownTopicOrPartitionError, OffsetOutOfRangeError,
     │   LogDirLockedError

@@ -390,9 +390,9 @@ class LogSegment:
     ) -> LogSegment:
         """Open an existing segment, blocking: for a caller already in an executor thread.
 
-        The engine opens all segments of a partition in one executor hop with
-        this (one hop per segment would make opening 10,000 segments cost
-        ~1 s of hops alone). Reads the first batch header (for time-based
+        The engine opens all segments of up to ``LOAD_CHUNK`` partitions in one
+        executor hop with this (one hop per segment would make opening 10,000
+        segments cost ~1 s of hops alone). Reads the first batch header (for time-based
         rolling) and notes which index files exist; maps nothing.
 
         Raises:
@@ -1046,7 +1046,7 @@ class LogSegment:
                 buf = walk.bytes_at(position, header.size) or pread(position, header.size)
                 try:
                     verify_crc(buf, 0, header)
-                    # Walks the records only up to the answer, building none of them (~150 ns a record).
+                    # Unpacks only the offset and timestamp columns; builds no Record.
                     found = find_timestamp(buf, 0, header, timestamp, start_offset=starting_offset)
                 except CorruptRecordError as exc:
                     raise CorruptRecordError(f"{path}: at position {position}: {exc}") from exc
