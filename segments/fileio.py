@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import stat
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -173,6 +174,13 @@ class FileOps:
         """File length in bytes (``os.fstat(fd).st_size``)."""
         return os.fstat(fd).st_size
 
+    def stat_size(self, path: str) -> int:
+        """Length in bytes of the regular file at ``path`` (``os.stat``); ``IsADirectoryError`` if not a file."""
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+        return st.st_size
+
     def fallocate(self, fd: int, offset: int, length: int) -> None:
         """``os.posix_fallocate``: reserve blocks so later appends cannot fail for space."""
         os.posix_fallocate(fd, offset, length)
@@ -276,10 +284,10 @@ class SegmentFile:
     """
 
     def __init__(
-        self, path: Path, fd: int, *, size: int, file_length: int, ops: FileOps, writable: bool
+        self, path: Path, fd: int | None, *, size: int, file_length: int, ops: FileOps, writable: bool
     ) -> None:
         self._path = path
-        self._fd = fd
+        self._fd = fd  # None: opened on first use, in the thread that needs it (see open_in_thread's defer)
         self._size = size
         self._file_length = file_length
         self._ops = ops
@@ -324,18 +332,31 @@ class SegmentFile:
         writable: bool = True,
         preallocate_bytes: int = 0,
         ops: FileOps | None = None,
+        defer: bool = False,
     ) -> SegmentFile:
         """The blocking body of :meth:`open`, for a caller already in an executor thread.
 
         The engine opens every segment of a partition in one hop with it
         (opening 10,000 segments one hop each would cost ~1 s of hops alone).
+        With ``defer`` (an existing file only) the file is only ``stat``-ed
+        (it must be a regular file) and its descriptor is opened by the first
+        operation that needs one, in that operation's thread: a directory of
+        many sealed segments then holds one descriptor per segment read, not
+        one per segment. A file that cannot be opened then fails that operation.
 
         Raises:
             StorageError: as :meth:`open`.
         """
         ops = ops or _Defaults.ops
         path = Path(path)
-        flags = (os.O_RDWR if writable else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0)
+        if defer and not create:
+            # A sealed segment nobody may read for days: its length now, its descriptor on first use.
+            try:
+                length = ops.stat_size(str(path))
+            except OSError as exc:
+                raise _storage_error("stat", path, exc) from exc
+            return cls(path, None, size=length, file_length=length, ops=ops, writable=writable)
+        flags = _open_flags(writable)
         created = False
         try:
             if create:
@@ -399,6 +420,8 @@ class SegmentFile:
     def _close_sync(self, trim: bool) -> None:
         with self._cond:
             self._cond.wait_for(lambda: self._busy == 0)
+        if self._fd is None:
+            return  # deferred and never used: nothing was opened
         try:
             if trim and self._writable and self._file_length != self._size:
                 self._ops.ftruncate(self._fd, self._size)
@@ -422,8 +445,9 @@ class SegmentFile:
         if not getattr(self, "_released", True):
             self._closed = self._released = True
             warnings.warn(f"unclosed segment file {self._path}", ResourceWarning, stacklevel=2, source=self)
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
 
     @property
     def path(self) -> Path:
@@ -444,6 +468,20 @@ class SegmentFile:
     def ops(self) -> FileOps:
         """The ``FileOps`` this file uses."""
         return self._ops
+
+    def _descriptor(self) -> int:
+        # The descriptor, opened now if it was deferred (only from a guarded call in a worker thread:
+        # opening may block; close() waits for guarded calls, so it cannot race with this).
+        fd = self._fd
+        if fd is None:
+            with self._cond:
+                fd = self._fd
+                if fd is None:
+                    try:
+                        fd = self._fd = self._ops.open(str(self._path), _open_flags(self._writable), _FILE_MODE)
+                    except OSError as exc:
+                        raise _storage_error("open", self._path, exc) from exc
+        return fd
 
     def _guarded(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         # Runs in the thread that does the syscalls: close() waits until no guarded call is running,
@@ -503,9 +541,10 @@ class SegmentFile:
 
     def _append_sync(self, buffers: Sequence[Buffer], position: int, sync: bool) -> None:
         try:
-            _pwritev_all(self._ops, self._fd, buffers, position)
+            fd = self._descriptor()
+            _pwritev_all(self._ops, fd, buffers, position)
             if sync:
-                self._ops.fdatasync(self._fd)
+                self._ops.fdatasync(fd)
         except OSError as exc:
             # Cut off whatever part of the write reached the file, so the file ends where it did. A
             # failed fdatasync also lands here: after it the kernel may have dropped the dirty pages
@@ -513,10 +552,11 @@ class SegmentFile:
             # Cut back to `position` itself: with preallocation the file is longer than the data, and
             # cutting to that length would leave the failed batch on disk right after the logical
             # end, where a retry's shorter or equal write does not reach and recovery would find it.
-            with contextlib.suppress(OSError):
-                self._ops.ftruncate(self._fd, position)
+            with contextlib.suppress(OSError, StorageError):
+                fd = self._descriptor()
+                self._ops.ftruncate(fd, position)
                 if self._file_length > position:
-                    self._ops.fallocate(self._fd, position, self._file_length - position)  # zeros again
+                    self._ops.fallocate(fd, position, self._file_length - position)  # zeros again
             raise _storage_error("fdatasync" if sync else "write", self._path, exc) from exc
 
     async def truncate(self, size: int) -> None:
@@ -539,7 +579,7 @@ class SegmentFile:
 
     def _truncate_sync(self, size: int) -> None:
         try:
-            self._ops.ftruncate(self._fd, size)
+            self._ops.ftruncate(self._descriptor(), size)
         except OSError as exc:
             raise _storage_error(f"truncate to {size}", self._path, exc) from exc
 
@@ -560,6 +600,8 @@ class SegmentFile:
 
     def _fsync_sync(self) -> None:
         try:
+            if self._fd is None:
+                return  # never opened by this process: nothing of it is in this process's dirty pages
             self._ops.fdatasync(self._fd)
         except OSError as exc:
             raise _storage_error("fdatasync", self._path, exc) from exc
@@ -652,9 +694,12 @@ class SegmentFile:
         size = self._clamp(position, size)
         if size == 0:
             return b""
+        fd = self._fd
+        if fd is None:
+            raise _NotCached  # deferred: the thread path opens the descriptor (opening may block)
         buf = bytearray(size)
         try:
-            got = self._ops.preadv_nowait(self._fd, buf, position)
+            got = self._ops.preadv_nowait(fd, buf, position)
         except BlockingIOError:
             raise _NotCached from None
         except OSError as exc:
@@ -670,16 +715,21 @@ class SegmentFile:
         size = self._clamp(position, size)
         if size == 0:
             return b""
+        fd = self._descriptor()
         try:
-            data = self._ops.pread(self._fd, size, position)
+            data = self._ops.pread(fd, size, position)
             while 0 < len(data) < size:  # short reads happen (signals); stop at a real end of file
-                more = self._ops.pread(self._fd, size - len(data), position + len(data))
+                more = self._ops.pread(fd, size - len(data), position + len(data))
                 if not more:
                     break
                 data += more
         except OSError as exc:
             raise _storage_error(f"read of {size} bytes at {position}", self._path, exc) from exc
         return data
+
+
+def _open_flags(writable: bool) -> int:
+    return (os.O_RDWR if writable else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0)
 
 
 # --- directory and small-file operations (one hop each) ------------------------------------------

@@ -387,20 +387,25 @@ class LogSegment:
         ops: FileOps | None = None,
         index_files_existed: tuple[bool, bool] | None = None,
         read_first_batch: bool = True,
+        defer_open: bool = False,
     ) -> LogSegment:
         """Open an existing segment, blocking: for a caller already in an executor thread.
 
         The engine opens all segments of up to ``LOAD_CHUNK`` partitions in one
         executor hop with this (one hop per segment would make opening 10,000
         segments cost ~1 s of hops alone). Reads the first batch header (for time-based
-        rolling) and notes which index files exist; maps nothing.
+        rolling) and notes which index files exist; maps nothing. With
+        ``defer_open`` (sealed segments) the ``.log`` is only ``stat``-ed and its
+        descriptor opened by the first read (see ``SegmentFile.open_in_thread``).
 
         Raises:
-            StorageError: the ``.log`` cannot be opened.
+            StorageError: the ``.log`` cannot be opened (with ``defer_open``: is not a regular file).
         """
         directory = Path(directory)
         prefix = f"{directory}{os.sep}{base_offset:020d}"
-        log = SegmentFile.open_in_thread(f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops)
+        log = SegmentFile.open_in_thread(
+            f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops, defer=defer_open
+        )
         try:
 
             def probe(pread: PRead) -> BatchHeader | None:

@@ -270,3 +270,40 @@ def test_an_unclosed_file_warns_and_releases_its_descriptor(tmp_path: Path) -> N
         gc.collect()
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+class RecordingOps(FileOps):
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        self.opened.append(os.path.basename(path))
+        return super().open(path, flags, mode)
+
+    def segment_opens(self) -> int:
+        return sum(1 for name in self.opened if name.startswith("seg.log"))
+
+
+async def test_a_deferred_file_opens_its_descriptor_on_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "seg.log"
+    path.write_bytes(b"0123456789")
+    ops = RecordingOps()
+    f = await fileio.in_thread(SegmentFile.open_in_thread, path, create=False, ops=ops, defer=True)
+    assert (f.size, f.file_length, ops.segment_opens()) == (10, 10, 0)
+    await f.fsync()  # nothing of it was written through this object: no descriptor needed
+    await f.rename(tmp_path / "seg.log.deleted")  # by path (the directory is opened for its fsync)
+    assert ops.segment_opens() == 0
+    assert await f.read_at(2, 3) == b"234"  # the first read opens it (in a thread), under the new name
+    assert await f.read_at(0, 2) == b"01"
+    assert ops.opened.count("seg.log.deleted") == 1
+    await f.append([b"ab"])
+    assert (await f.read_at(8, 10), ops.segment_opens()) == (b"89ab", 1)
+    await f.close()
+    never = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log.deleted", create=False,
+                                   ops=ops, defer=True)
+    await never.close()  # closing a file that was never opened opens nothing
+    assert ops.segment_opens() == 1
+    with pytest.raises(ClosedError):
+        await never.read_at(0, 1)
+    with pytest.raises(StorageError, match="not a regular file"):
+        await fileio.in_thread(SegmentFile.open_in_thread, tmp_path, create=False, defer=True)

@@ -1,0 +1,84 @@
+"""After Engine.open a sealed segment holds no file descriptor until something reads it.
+
+A directory of many sealed segments (1000 partitions x 10 segments) would otherwise need one
+descriptor per segment (Kafka's operators raise `ulimit -n` for this). The active segment is
+opened at once (it takes appends); a sealed one is `stat`-ed at open and opened by its first use.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+from enginehelpers import open_log_files_under
+
+from engine import Engine, Record, errors
+from segments.faults import FailingOps
+from segments.fileio import use_ops
+
+PARTITIONS = 3
+SEGMENTS = 4
+
+
+async def fill(root: Path) -> None:
+    async with Engine.open(root) as engine:
+        await engine.create_topic("t", partitions=PARTITIONS)
+        for p in range(PARTITIONS):
+            log = engine.log("t", p)
+            for s in range(SEGMENTS):
+                await log.append([Record(b"v%d" % s)])
+                if s < SEGMENTS - 1:
+                    await log.roll()
+
+
+def segment_log(root: Path, partition: int, base: int) -> str:
+    return str(root / f"t-{partition}" / f"{base:020d}.log")
+
+
+async def test_only_active_segments_are_open_until_a_sealed_one_is_read(tmp_path: Path) -> None:
+    await fill(tmp_path)
+    async with Engine.open(tmp_path) as engine:
+        assert sorted(open_log_files_under(tmp_path)) == [segment_log(tmp_path, p, 3) for p in range(PARTITIONS)]
+        got = await engine.log("t", 1).read(0)  # a sealed segment: its descriptor is opened now, in a thread
+        assert [r.value for r in got.records] == [b"v0"]
+        assert segment_log(tmp_path, 1, 0) in open_log_files_under(tmp_path)
+        again = await engine.log("t", 1).read(0)  # and reused
+        assert [r.value for r in again.records] == [b"v0"]
+        assert (await engine.log("t", 2).offset_for_timestamp(0)) is not None
+    assert open_log_files_under(tmp_path) == []
+
+
+async def test_a_sealed_segment_that_cannot_be_opened_fails_its_reads_only(tmp_path: Path) -> None:
+    await fill(tmp_path)
+    ops = FailingOps()
+    ops.fail("open", errno.EACCES, times=None, path_contains=f"t-1{'/'}{0:020d}.log")
+    with use_ops(ops):
+        async with Engine.open(tmp_path) as engine:
+            with pytest.raises(errors.StorageError, match=r"t-1/00000000000000000000\.log"):
+                await engine.log("t", 1).read(0)
+            got = await engine.log("t", 1).read(1)  # the partition's other segments still read
+            assert [r.value for r in got.records] == [b"v1"]
+            await engine.log("t", 1).append([Record(b"more")])  # and it still takes appends
+    assert open_log_files_under(tmp_path) == []
+
+
+async def test_never_opened_sealed_segments_are_deleted_by_retention(tmp_path: Path) -> None:
+    await fill(tmp_path)
+    async with Engine.open(tmp_path) as engine:
+        log = engine.log("t", 0)
+        assert await log.delete_records_before(3) >= 0
+        await engine.log("t", 0).enforce_retention(0, log_start_only=True)
+        assert log.segment_base_offsets() == [3]
+        assert [r.value for r in (await log.read(3)).records] == [b"v3"]
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log*")) == [f"{3:020d}.log"]
+
+
+async def test_a_directory_where_a_sealed_segment_should_be_fails_the_open(tmp_path: Path) -> None:
+    await fill(tmp_path)
+    bad = Path(segment_log(tmp_path, 2, 1))
+    bad.unlink()
+    bad.mkdir()
+    with pytest.raises(errors.StorageError, match="not a regular file"):
+        await Engine.open(tmp_path)
+    assert open_log_files_under(tmp_path) == []
