@@ -14,6 +14,7 @@ import pytest
 from enginehelpers import open_log_files_under
 
 from engine import Engine, Record, errors
+from engine.engine import RecoveryProgress
 from segments.faults import FailingOps
 from segments.fileio import use_ops
 
@@ -82,3 +83,20 @@ async def test_a_directory_where_a_sealed_segment_should_be_fails_the_open(tmp_p
     with pytest.raises(errors.StorageError, match="not a regular file"):
         await Engine.open(tmp_path)
     assert open_log_files_under(tmp_path) == []
+
+
+async def test_open_then_close_leaves_sealed_segments_files_as_they_were(tmp_path: Path) -> None:
+    # Closing touches only what was used: the sealed segments' index files are not mapped, rewritten
+    # or trimmed again, and the next open finds every index (nothing to recover).
+    await fill(tmp_path)
+    sealed = sorted(p for p in tmp_path.glob("t-*/*") if not p.name.startswith(f"{3:020d}"))
+    before = {p: p.read_bytes() for p in sealed}
+    assert any(p.suffix == ".index" for p in before) and any(p.suffix == ".timeindex" for p in before)
+    async with Engine.open(tmp_path):
+        pass
+    assert {p: p.read_bytes() for p in sealed} == before
+    progress: list[RecoveryProgress] = []
+    async with Engine.open(tmp_path, on_progress=progress.append) as engine:
+        assert engine.had_clean_shutdown
+        assert len(progress) == PARTITIONS and all(p.segments_recovered == 0 for p in progress)
+        assert [r.value for r in (await engine.log("t", 0).read(2)).records] == [b"v2"]
