@@ -297,6 +297,10 @@ class SegmentFile:
         self._released = False  # the descriptor was closed (once)
         self._busy = 0
         self._cond = threading.Condition()
+        # Taken by a deferred open and by rename, never on the event loop: a slow open (a cold inode)
+        # must not block a loop read waiting for _cond, and an open must not use a name a rename
+        # has just replaced.
+        self._open_lock = threading.Lock()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -474,7 +478,7 @@ class SegmentFile:
         # opening may block; close() waits for guarded calls, so it cannot race with this).
         fd = self._fd
         if fd is None:
-            with self._cond:
+            with self._open_lock:
                 fd = self._fd
                 if fd is None:
                     try:
@@ -601,7 +605,7 @@ class SegmentFile:
     def _fsync_sync(self) -> None:
         try:
             if self._fd is None:
-                return  # never opened by this process: nothing of it is in this process's dirty pages
+                return  # never opened: nothing was written through this object, so nothing to sync
             self._ops.fdatasync(self._fd)
         except OSError as exc:
             raise _storage_error("fdatasync", self._path, exc) from exc
@@ -625,11 +629,12 @@ class SegmentFile:
 
     def _rename_sync(self, new_path: Path) -> None:
         try:
-            self._ops.replace(str(self._path), str(new_path))
+            with self._open_lock:  # a deferred open sees the old name with the old file, or the new one
+                self._ops.replace(str(self._path), str(new_path))
+                self._path = new_path
             _fsync_dir_sync(self._ops, new_path.parent)
         except OSError as exc:
             raise _storage_error(f"rename to {new_path.name}", self._path, exc) from exc
-        self._path = new_path
 
     def update_parent_dir(self, directory: Path) -> None:
         """Follow the file to the same name in ``directory`` (the directory was moved); no I/O."""
@@ -681,9 +686,33 @@ class SegmentFile:
                 pass
         return await in_thread(self._guarded, fn, self._pread_blocking)
 
-    def read_in_thread(self, fn: Callable[[PRead], _T]) -> _T:
-        """Run ``fn(pread)`` with blocking reads; only from an executor thread the caller owns."""
+    def read_in_thread(self, fn: Callable[[PRead], _T], *, transient: bool = False) -> _T:
+        """Run ``fn(pread)`` with blocking reads; only from an executor thread the caller owns.
+
+        With ``transient``, a file whose descriptor is still deferred is read
+        through a descriptor opened for this call only and closed after it: a
+        check of a sealed segment's indexes (retention asks every segment for
+        its largest timestamp) must not pin one descriptor per segment.
+        """
+        if transient and self._fd is None:
+            return self._guarded(self._read_transient, fn)
         return self._guarded(fn, self._pread_blocking)
+
+    def _read_transient(self, fn: Callable[[PRead], _T]) -> _T:
+        with self._open_lock:
+            if self._fd is not None:  # opened meanwhile: use it
+                fd, own = self._fd, False
+            else:
+                try:
+                    fd, own = self._ops.open(str(self._path), _open_flags(False), _FILE_MODE), True
+                except OSError as exc:
+                    raise _storage_error("open", self._path, exc) from exc
+        try:
+            return fn(partial(self._pread_fd, fd))
+        finally:
+            if own:
+                with contextlib.suppress(OSError):
+                    self._ops.close(fd)
 
     def _clamp(self, position: int, size: int) -> int:
         if position < 0 or size < 0:
@@ -712,10 +741,15 @@ class SegmentFile:
         return buf
 
     def _pread_blocking(self, position: int, size: int) -> bytes:
+        return self._pread_fd(None, position, size)
+
+    def _pread_fd(self, fd: int | None, position: int, size: int) -> bytes:
+        # A blocking pread of this file through `fd` (None: the file's own descriptor, opened if deferred).
         size = self._clamp(position, size)
         if size == 0:
             return b""
-        fd = self._descriptor()
+        if fd is None:
+            fd = self._descriptor()
         try:
             data = self._ops.pread(fd, size, position)
             while 0 < len(data) < size:  # short reads happen (signals); stop at a real end of file

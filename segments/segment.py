@@ -673,7 +673,11 @@ class LogSegment:
     def _load_indexes_locked(self, check: bool) -> tuple[OffsetIndex, TimeIndex]:
         offset_index, time_index = self._offset_index.get(), self._time_index.get()
         if check and not self._indexes_checked:
-            problem = self._log.read_in_thread(partial(self._index_problem, offset_index, time_index))
+            # Transient: checking a sealed segment's indexes (retention asks every segment for its
+            # largest timestamp) must not leave its deferred .log descriptor open.
+            problem = self._log.read_in_thread(
+                partial(self._index_problem, offset_index, time_index), transient=True
+            )
             if problem is not None:
                 # An index is a hint, never trusted and never fatal: rebuild it from the .log
                 # (without cutting anything: this is not crash recovery).

@@ -100,3 +100,22 @@ async def test_open_then_close_leaves_sealed_segments_files_as_they_were(tmp_pat
         assert engine.had_clean_shutdown
         assert len(progress) == PARTITIONS and all(p.segments_recovered == 0 for p in progress)
         assert [r.value for r in (await engine.log("t", 0).read(2)).records] == [b"v2"]
+
+
+async def test_a_retention_pass_leaves_sealed_segments_without_descriptors(tmp_path: Path) -> None:
+    # Retention asks every segment for its largest timestamp, which checks its indexes against its
+    # .log on first load: that read must not keep a descriptor per sealed segment open afterwards.
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t", partitions=2)
+        for p in range(2):
+            log = engine.log("t", p)
+            for _ in range(4):
+                for _ in range(4):  # several 3 KB batches per segment: the offset index gets entries
+                    await log.append([Record(b"x" * 3000)])
+                await log.roll()
+    async with Engine.open(tmp_path) as engine:
+        assert len(open_log_files_under(tmp_path)) == 2
+        assert await engine.enforce_retention() == 0
+        assert len(open_log_files_under(tmp_path)) == 2
+        assert (await engine.log("t", 0).read(0)).records  # a read still works (and opens that one)
+        assert len(open_log_files_under(tmp_path)) == 3

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -307,3 +308,42 @@ async def test_a_deferred_file_opens_its_descriptor_on_first_use(tmp_path: Path)
         await never.read_at(0, 1)
     with pytest.raises(StorageError, match="not a regular file"):
         await fileio.in_thread(SegmentFile.open_in_thread, tmp_path, create=False, defer=True)
+
+
+async def test_a_slow_deferred_open_does_not_block_the_loop(tmp_path: Path) -> None:
+    # A cold inode (or NFS) makes the lazy open() slow; a read on the loop meanwhile must not wait.
+    class SlowOpen(FileOps):
+        def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+            if path.endswith("seg.log"):
+                time.sleep(0.4)
+            return super().open(path, flags, mode)
+
+    (tmp_path / "seg.log").write_bytes(b"x" * 4096)
+    f = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log", create=False, ops=SlowOpen(),
+                               defer=True)
+    first = asyncio.ensure_future(f.read_at(0, 10))  # goes to a thread and opens, slowly
+    await asyncio.sleep(0.05)
+    start = time.perf_counter()
+    second = asyncio.ensure_future(f.read_at(10, 10))
+    await asyncio.sleep(0)  # its page-cache attempt runs on the loop now
+    assert time.perf_counter() - start < 0.2
+    assert (await first, await second) == (b"x" * 10, b"x" * 10)
+    await f.close()
+
+
+async def test_a_deferred_open_racing_a_rename_opens_the_renamed_file(tmp_path: Path) -> None:
+    # Retention renames a segment to .deleted while a consumer still reads it: the read must work.
+    class SlowDirSync(FileOps):
+        def fsync(self, fd: int) -> None:
+            time.sleep(0.2)
+            super().fsync(fd)
+
+    (tmp_path / "seg.log").write_bytes(b"0123456789")
+    f = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log", create=False,
+                               ops=SlowDirSync(), defer=True)
+    rename = asyncio.ensure_future(f.rename(tmp_path / "seg.log.deleted"))
+    await asyncio.sleep(0.05)  # the file has its new name; the directory fsync is still running
+    assert await f.read_at(0, 4) == b"0123"
+    await rename
+    assert f.path.name == "seg.log.deleted" and await f.read_at(4, 2) == b"45"
+    await f.close()
