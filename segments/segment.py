@@ -1100,13 +1100,9 @@ class LogSegment:
         """The blocking form of :meth:`read_next_offset`, for a caller already in a thread (open)."""
         self._check_open()
         if self._next_offset is None:
-            start = 0
-            # Up to index_interval_bytes the offset index has no entry (Kafka's rule), so the walk starts
-            # at 0 whatever it says: do not map and check it for that (~0.1 ms a partition at open).
-            if self._log.size > self._index_interval_bytes:
-                indexes = self._read_indexes_in_thread()
-                offset_index = None if indexes is None else indexes[0]
-                start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
+            indexes = self._read_indexes_in_thread()
+            offset_index = None if indexes is None else indexes[0]
+            start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
             self._next_offset = self._log.read_in_thread(partial(self._walk_to_end, start, self._log.size))
         return self._next_offset
 

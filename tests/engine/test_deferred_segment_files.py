@@ -8,7 +8,6 @@ opened at once (it takes appends); a sealed one is `stat`-ed at open and opened 
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 import pytest
@@ -120,18 +119,3 @@ async def test_a_retention_pass_leaves_sealed_segments_without_descriptors(tmp_p
         assert len(open_log_files_under(tmp_path)) == 2
         assert (await engine.log("t", 0).read(0)).records  # a read still works (and opens that one)
         assert len(open_log_files_under(tmp_path)) == 3
-
-
-async def test_a_clean_open_maps_no_index_of_a_small_active_segment(tmp_path: Path) -> None:
-    # Below index.interval.bytes an active segment's offset index has no entry, so finding the log end
-    # walks the .log from 0 without mapping (and checking) its indexes: one descriptor per partition.
-    await fill(tmp_path)
-    async with Engine.open(tmp_path) as engine:
-        held = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
-                if os.path.exists(f"/proc/self/fd/{fd}")]
-        mine = sorted(Path(p).name.rsplit(".", 1)[-1] for p in held if p.startswith(str(tmp_path)))
-        assert mine == ["lock"] + ["log"] * PARTITIONS
-        log = engine.log("t", 0)
-        assert log.log_end_offset == SEGMENTS
-        await log.append([Record(b"next")])  # the first append loads the indexes it needs
-        assert [r.value for r in (await log.read(SEGMENTS)).records] == [b"next"]
