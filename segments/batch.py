@@ -659,27 +659,39 @@ def _offset_column(column: object, header: BatchHeader) -> Sequence[int] | str:
 
 
 def _timestamp_column(column: object, header: BatchHeader) -> Sequence[int] | str:
-    # The timestamp deltas (nil: all 0), or what is wrong with them. With LogAppendTime the values
-    # are not used (every record reports max_timestamp), only their shape is checked.
+    # The timestamp deltas (nil: all 0), or what is wrong with them (find_timestamp's whole-column check).
     count = header.record_count
+    if column is not None and (type(column) is not tuple or len(column) != count):
+        return f"the timestamp column is not nil or an array of {count} integers"
+    problem = _timestamps_problem(column, header, whole=True)
+    if problem is not None:
+        return problem
+    return (0,) * count if column is None else column
+
+
+def _timestamps_problem(deltas: tuple[object, ...] | None, header: BatchHeader, *, whole: bool) -> str | None:
+    # What is wrong with the timestamp deltas of some records (None: the nil column), or None. With
+    # LogAppendTime the values are not used (every record reports max_timestamp), only their type.
+    # "The largest delta reaches max_timestamp" needs every record, so it is checked only when whole.
     log_append_time = header.attributes & TIMESTAMP_TYPE_BIT
-    if column is None:
+    if deltas is None:
         if not log_append_time and (header.max_timestamp != header.base_timestamp or header.base_timestamp < 0):
             return (
                 f"a nil timestamp column needs max timestamp {header.max_timestamp} == base timestamp "
                 f"{header.base_timestamp} >= 0"
             )
-        return (0,) * count
-    if type(column) is not tuple or len(column) != count or not _INT_ONLY.issuperset(map(type, column)):
-        return f"the timestamp column is not nil or an array of {count} integers"
-    if not log_append_time and (
-        min(column) < -header.base_timestamp or max(column) != header.max_timestamp - header.base_timestamp
-    ):
-        return (
-            "the record timestamps are below 0 or do not reach the header's max timestamp "
-            f"{header.max_timestamp}"
-        )
-    return column
+        return None
+    if not _INT_ONLY.issuperset(map(type, deltas)):
+        return f"the timestamp column is not nil or an array of {header.record_count} integers"
+    if not log_append_time and deltas:
+        top = header.max_timestamp - header.base_timestamp
+        highest = max(deltas)  # type: ignore[type-var]
+        if min(deltas) < -header.base_timestamp or highest > top or (whole and highest != top):  # type: ignore[type-var,operator]
+            return (
+                "the record timestamps are below 0 or do not reach the header's max timestamp "
+                f"{header.max_timestamp}"
+            )
+    return None
 
 
 _BodyShape = tuple[
@@ -720,25 +732,11 @@ def _range_problem(shape: _BodyShape, header: BatchHeader, lo: int, hi: int) -> 
         return None
     _, timestamp_column, keys, values, headers = shape
     whole = lo == 0 and hi == header.record_count
-    log_append_time = header.attributes & TIMESTAMP_TYPE_BIT
-    if timestamp_column is None:
-        if not log_append_time and (header.max_timestamp != header.base_timestamp or header.base_timestamp < 0):
-            return (
-                f"a nil timestamp column needs max timestamp {header.max_timestamp} == base timestamp "
-                f"{header.base_timestamp} >= 0"
-            )
-    else:
-        deltas = timestamp_column if whole else timestamp_column[lo:hi]
-        if not _INT_ONLY.issuperset(map(type, deltas)):
-            return f"the timestamp column is not nil or an array of {header.record_count} integers"
-        if not log_append_time:
-            top = header.max_timestamp - header.base_timestamp
-            highest = max(deltas)
-            if min(deltas) < -header.base_timestamp or highest > top or (whole and highest != top):
-                return (
-                    "the record timestamps are below 0 or do not reach the header's max timestamp "
-                    f"{header.max_timestamp}"
-                )
+    problem = _timestamps_problem(
+        timestamp_column if whole or timestamp_column is None else timestamp_column[lo:hi], header, whole=whole
+    )
+    if problem is not None:
+        return problem
     for name, column in (("key", keys), ("value", values)):
         if not _BIN_TYPES.issuperset(map(type, column if whole else column[lo:hi])):
             return f"the {name} column is not an array of {header.record_count} bin or nil"
