@@ -9,7 +9,7 @@ EXTRAS ?= dev,replay,spark
 
 # (Re)install when pyproject.toml changes; the editable install keeps the console
 # script `seglog` and the pytest plugin pointing at this tree.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py segments/_speedups.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'

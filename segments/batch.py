@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import compress, islice, repeat
 from operator import add, ge, lt, sub
+from types import ModuleType
 from typing import Final, NamedTuple
 
 import google_crc32c
@@ -31,6 +32,12 @@ import msgpack
 
 from segments.errors import CorruptRecordError
 from segments.records import Record
+
+_fast: ModuleType | None
+try:  # the per-record loops in C (segments/_speedups.c); optional, this module is the reference
+    from segments import _speedups as _fast
+except ImportError:  # pragma: no cover - built on every supported install; the Python path is tested either way
+    _fast = None
 
 __all__ = [
     "HEADER",
@@ -228,17 +235,29 @@ def encode_batch_parts(
         raise ValueError("a batch needs at least one record")
     if type(base_offset) is not int or base_offset < 0 or base_offset + count - 1 > INT64_MAX:
         raise ValueError(f"base offset {base_offset!r} with {count} records is outside [0, 2**63-1]")
-    if count == 1:  # one record per append is common; the column machinery costs ~1.5 us more
-        keys, values, headers_column, deltas, base_timestamp, max_timestamp = _columns_of_one(
-            records[0], timestamp_type, now_ms
-        )
+    log_append_time = timestamp_type is TimestampType.LOG_APPEND_TIME
+    # The C encoder (segments/_speedups.c) writes the body of valid records in two passes over
+    # them, byte for byte what the column path below packs; for anything else it returns None and
+    # the Python path decides, with its errors.
+    encoded = (
+        _fast.encode_body(records, log_append_time, now_ms)
+        if _fast is not None and type(now_ms) is int and 0 <= now_ms <= INT64_MAX
+        else None
+    )
+    if encoded is not None:
+        body, base_timestamp, max_timestamp = encoded
     else:
-        keys, values, headers_column, deltas, base_timestamp, max_timestamp = _columns_of(
-            records, count, timestamp_type, now_ms
-        )
-    attributes = TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
-    # Offsets are dense (delta = index), which the nil offset column says.
-    body = (packer or _DEFAULT_PACKER).pack((None, deltas, keys, values, headers_column))
+        if count == 1:  # one record per append is common; the column machinery costs ~1.5 us more
+            keys, values, headers_column, deltas, base_timestamp, max_timestamp = _columns_of_one(
+                records[0], timestamp_type, now_ms
+            )
+        else:
+            keys, values, headers_column, deltas, base_timestamp, max_timestamp = _columns_of(
+                records, count, timestamp_type, now_ms
+            )
+        # Offsets are dense (delta = index), which the nil offset column says.
+        body = (packer or _DEFAULT_PACKER).pack((None, deltas, keys, values, headers_column))
+    attributes = TIMESTAMP_TYPE_BIT if log_append_time else 0
     crc_header = _CRC_RANGE_HEADER.pack(
         attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count
     )
@@ -567,6 +586,18 @@ def decode_batch(
     problem = _range_problem(shape, header, skip, end)
     if problem is not None:
         raise CorruptRecordError(f"batch at position {position}: {problem}")
+    if _fast is not None:
+        fixed_timestamp = (
+            header.max_timestamp if header.attributes & TIMESTAMP_TYPE_BIT
+            else header.base_timestamp if timestamp_deltas is None
+            else -1
+        )
+        built: list[Record] | None = _fast.build_records(
+            Record, values, keys, timestamp_deltas, headers, None if type(offset_deltas) is range else offset_deltas,
+            skip, end, header.base_offset, header.base_timestamp, fixed_timestamp,
+        )
+        if built is not None:
+            return built
     whole = skip == 0 and end == count
     if header.attributes & TIMESTAMP_TYPE_BIT:
         timestamps: object = repeat(header.max_timestamp)
@@ -732,6 +763,16 @@ def _range_problem(shape: _BodyShape, header: BatchHeader, lo: int, hi: int) -> 
         return None
     _, timestamp_column, keys, values, headers = shape
     whole = lo == 0 and hi == header.record_count
+    if _fast is not None and (timestamp_column is not None or _timestamps_problem(None, header, whole=whole) is None):
+        # The C loop says "all good" in one pass; anything else is decided (and described) below.
+        try:
+            if _fast.range_ok(
+                timestamp_column, keys, values, headers, lo, hi, -header.base_timestamp,
+                header.max_timestamp - header.base_timestamp, not header.attributes & TIMESTAMP_TYPE_BIT, whole,
+            ):
+                return None
+        except OverflowError:  # a header that check_header would refuse: let the Python path say why
+            pass
     problem = _timestamps_problem(
         timestamp_column if whole or timestamp_column is None else timestamp_column[lo:hi], header, whole=whole
     )

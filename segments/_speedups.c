@@ -1,0 +1,553 @@
+/*
+ * segments._speedups: the per-record loops of the batch codec, in C.
+ *
+ * Why: encoding and decoding a batch is ~10 C-level passes over its records
+ * when written in Python (transpose, type checks, timestamp deltas, Record
+ * construction), ~150-250 us per 1000 records; here each is one pass.
+ * docs/PERFORMANCE.md "The C fast path" has the figures.
+ *
+ * Contract with segments/batch.py, which stays the reference implementation:
+ *   - every function here handles only the valid case. When anything is not
+ *     exactly as expected (a wrong type, a value out of range, an unusual
+ *     container) it returns None (or False), and the Python code runs the
+ *     pure-Python path, which raises the documented error with its message.
+ *     So error messages and edge cases live in one place, batch.py.
+ *   - results are identical to the Python path (tests/segments/
+ *     test_speedups.py compares the two with Hypothesis).
+ *   - nothing here parses bytes: msgpack (C) unpacks the body; these loops
+ *     only read the Python objects it returns, through the checked API.
+ *
+ * The module is optional: without a C compiler seglog installs and runs on
+ * the Python path (slower, same results).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Exact bytes or None: what a key or a value may be. */
+static inline int
+is_bin(PyObject *o)
+{
+    return o == Py_None || PyBytes_CheckExact(o);
+}
+
+/* A record's headers: an exact tuple of exact (str, bytes) tuples. */
+static int
+headers_ok(PyObject *h)
+{
+    if (!PyTuple_CheckExact(h))
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(h);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(h, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 1)))
+            return 0;
+    }
+    return 1;
+}
+
+/* An exact int in [0, 2**63-1] into *out; 0 when it is not one. */
+static int
+timestamp_of(PyObject *o, long long *out)
+{
+    if (!PyLong_CheckExact(o))
+        return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v < 0)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* ---- msgpack encoding, byte for byte what msgpack.Packer(use_bin_type=True) writes ---- */
+
+static inline Py_ssize_t
+int_size(long long d)
+{
+    if (d >= 0)
+        return d < 128 ? 1 : d < 256 ? 2 : d < 65536 ? 3 : d < (1LL << 32) ? 5 : 9;
+    return d >= -32 ? 1 : d >= -128 ? 2 : d >= -32768 ? 3 : d >= -(1LL << 31) ? 5 : 9;
+}
+
+static inline Py_ssize_t
+array_header_size(Py_ssize_t n)
+{
+    return n < 16 ? 1 : n < 65536 ? 3 : 5;
+}
+
+static inline Py_ssize_t
+bin_header_size(Py_ssize_t n)
+{
+    return n < 256 ? 2 : n < 65536 ? 3 : 5;
+}
+
+static inline Py_ssize_t
+str_header_size(Py_ssize_t n)
+{
+    return n < 32 ? 1 : n < 256 ? 2 : n < 65536 ? 3 : 5;
+}
+
+static inline unsigned char *
+put_be(unsigned char *p, unsigned long long v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+    return p + bytes;
+}
+
+static inline unsigned char *
+put_int(unsigned char *p, long long d)
+{
+    if (d >= 0) {
+        if (d < 128) {
+            *p++ = (unsigned char)d;
+            return p;
+        }
+        if (d < 256) {
+            *p++ = 0xcc;
+            return put_be(p, (unsigned long long)d, 1);
+        }
+        if (d < 65536) {
+            *p++ = 0xcd;
+            return put_be(p, (unsigned long long)d, 2);
+        }
+        if (d < (1LL << 32)) {
+            *p++ = 0xce;
+            return put_be(p, (unsigned long long)d, 4);
+        }
+        *p++ = 0xcf;
+        return put_be(p, (unsigned long long)d, 8);
+    }
+    if (d >= -32) {
+        *p++ = (unsigned char)(d & 0xFF);
+        return p;
+    }
+    if (d >= -128) {
+        *p++ = 0xd0;
+        return put_be(p, (unsigned long long)d, 1);
+    }
+    if (d >= -32768) {
+        *p++ = 0xd1;
+        return put_be(p, (unsigned long long)d, 2);
+    }
+    if (d >= -(1LL << 31)) {
+        *p++ = 0xd2;
+        return put_be(p, (unsigned long long)d, 4);
+    }
+    *p++ = 0xd3;
+    return put_be(p, (unsigned long long)d, 8);
+}
+
+static inline unsigned char *
+put_array_header(unsigned char *p, Py_ssize_t n)
+{
+    if (n < 16) {
+        *p++ = (unsigned char)(0x90 | n);
+        return p;
+    }
+    if (n < 65536) {
+        *p++ = 0xdc;
+        return put_be(p, (unsigned long long)n, 2);
+    }
+    *p++ = 0xdd;
+    return put_be(p, (unsigned long long)n, 4);
+}
+
+static inline unsigned char *
+put_bin(unsigned char *p, const char *data, Py_ssize_t n)
+{
+    if (n < 256) {
+        *p++ = 0xc4;
+        p = put_be(p, (unsigned long long)n, 1);
+    }
+    else if (n < 65536) {
+        *p++ = 0xc5;
+        p = put_be(p, (unsigned long long)n, 2);
+    }
+    else {
+        *p++ = 0xc6;
+        p = put_be(p, (unsigned long long)n, 4);
+    }
+    memcpy(p, data, (size_t)n);
+    return p + n;
+}
+
+static inline unsigned char *
+put_str(unsigned char *p, const char *data, Py_ssize_t n)
+{
+    if (n < 32) {
+        *p++ = (unsigned char)(0xa0 | n);
+    }
+    else if (n < 256) {
+        *p++ = 0xd9;
+        p = put_be(p, (unsigned long long)n, 1);
+    }
+    else if (n < 65536) {
+        *p++ = 0xda;
+        p = put_be(p, (unsigned long long)n, 2);
+    }
+    else {
+        *p++ = 0xdb;
+        p = put_be(p, (unsigned long long)n, 4);
+    }
+    memcpy(p, data, (size_t)n);
+    return p + n;
+}
+
+static inline unsigned char *
+put_bin_or_nil(unsigned char *p, PyObject *o)
+{
+    if (o == Py_None) {
+        *p++ = 0xc0;
+        return p;
+    }
+    return put_bin(p, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
+}
+
+#define ITEM_LIMIT ((Py_ssize_t)0xFFFFFFFF) /* msgpack's largest bin, str or array */
+
+/* Bytes a key or value takes in the body (it passed is_bin), or -1 above msgpack's limit. */
+static inline Py_ssize_t
+bin_or_nil_size(PyObject *o)
+{
+    if (o == Py_None)
+        return 1;
+    Py_ssize_t n = PyBytes_GET_SIZE(o);
+    return n > ITEM_LIMIT ? -1 : bin_header_size(n) + n;
+}
+
+/* Bytes one record's headers take (they passed headers_ok), or -1 (not UTF-8 encodable, too long). */
+static Py_ssize_t
+headers_size(PyObject *h)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(h), size = array_header_size(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(h, i);
+        Py_ssize_t key_len;
+        if (PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &key_len) == NULL) {
+            PyErr_Clear(); /* e.g. a lone surrogate: the Python path raises msgpack's error */
+            return -1;
+        }
+        Py_ssize_t value_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
+        if (key_len > ITEM_LIMIT || value_len > ITEM_LIMIT)
+            return -1;
+        size += 1 + str_header_size(key_len) + key_len + bin_header_size(value_len) + value_len;
+    }
+    return size;
+}
+
+static unsigned char *
+put_headers(unsigned char *p, PyObject *h)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(h);
+    p = put_array_header(p, n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(h, i);
+        Py_ssize_t key_len;
+        const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &key_len); /* cached by headers_size */
+        PyObject *value = PyTuple_GET_ITEM(pair, 1);
+        *p++ = 0x92;
+        p = put_str(p, key, key_len);
+        p = put_bin(p, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value));
+    }
+    return p;
+}
+
+/*
+ * encode_body(records, log_append_time, now_ms) -> (body, base_ts, max_ts) | None
+ *
+ * The msgpack body batch.encode_batch_parts packs from batch._columns_of
+ * ([nil, deltas | nil, keys, values, headers | nil], FORMAT.md 2.2), byte for
+ * byte, without building the columns: one pass checks and sizes, one writes
+ * into the bytes object returned. None when columns_of would return None, or
+ * a length is above msgpack's limits, or a header key is not UTF-8 encodable.
+ */
+static PyObject *
+encode_body(PyObject *self, PyObject *args)
+{
+    PyObject *records;
+    int log_append;
+    long long now_ms;
+    if (!PyArg_ParseTuple(args, "OpL", &records, &log_append, &now_ms))
+        return NULL;
+    if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records))
+        Py_RETURN_NONE;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(records);
+    if (count == 0 || count > ITEM_LIMIT || now_ms < 0)
+        Py_RETURN_NONE;
+    PyObject **items = PySequence_Fast_ITEMS(records);
+
+    int any_headers = 0, any_ts = 0;
+    long long base_ts = 0, min_ts = 0, max_ts = 0;
+    Py_ssize_t kv_size = 0, headers_bytes = 0, deltas_size = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *r = items[i];
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5)
+            Py_RETURN_NONE;
+        PyObject *v = PyTuple_GET_ITEM(r, 0), *k = PyTuple_GET_ITEM(r, 1);
+        if (!is_bin(v) || !is_bin(k))
+            Py_RETURN_NONE;
+        Py_ssize_t vs = bin_or_nil_size(v), ks = bin_or_nil_size(k);
+        if (vs < 0 || ks < 0)
+            Py_RETURN_NONE;
+        kv_size += vs + ks;
+        PyObject *h = PyTuple_GET_ITEM(r, 3);
+        if (PyTuple_CheckExact(h) && PyTuple_GET_SIZE(h) == 0) {
+            headers_bytes += 1;
+        }
+        else {
+            if (!headers_ok(h))
+                Py_RETURN_NONE;
+            Py_ssize_t hs = headers_size(h);
+            if (hs < 0)
+                Py_RETURN_NONE;
+            headers_bytes += hs;
+            any_headers = 1;
+        }
+        if (log_append)
+            continue;
+        PyObject *t = PyTuple_GET_ITEM(r, 2);
+        long long ts;
+        if (t == Py_None)
+            ts = now_ms;
+        else if (!timestamp_of(t, &ts))
+            Py_RETURN_NONE;
+        else
+            any_ts = 1;
+        if (i == 0) {
+            base_ts = min_ts = max_ts = ts;
+        }
+        else {
+            if (ts < min_ts)
+                min_ts = ts;
+            if (ts > max_ts)
+                max_ts = ts;
+        }
+        deltas_size += int_size(ts - base_ts);
+    }
+    if (log_append || !any_ts)
+        base_ts = min_ts = max_ts = now_ms;
+    int with_deltas = min_ts != max_ts;
+
+    Py_ssize_t column = array_header_size(count);
+    Py_ssize_t size = 1 + 1 + (with_deltas ? column + deltas_size : 1) + 2 * column + kv_size +
+                      (any_headers ? column + headers_bytes : 1);
+    PyObject *body = PyBytes_FromStringAndSize(NULL, size);
+    if (body == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(body);
+    *p++ = 0x95; /* the five columns */
+    *p++ = 0xc0; /* offset deltas: nil, dense */
+    if (with_deltas) {
+        p = put_array_header(p, count);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *t = PyTuple_GET_ITEM(items[i], 2);
+            long long ts = t == Py_None ? now_ms : PyLong_AsLongLong(t); /* checked above */
+            p = put_int(p, ts - base_ts);
+        }
+    }
+    else {
+        *p++ = 0xc0;
+    }
+    p = put_array_header(p, count);
+    for (Py_ssize_t i = 0; i < count; i++)
+        p = put_bin_or_nil(p, PyTuple_GET_ITEM(items[i], 1));
+    p = put_array_header(p, count);
+    for (Py_ssize_t i = 0; i < count; i++)
+        p = put_bin_or_nil(p, PyTuple_GET_ITEM(items[i], 0));
+    if (any_headers) {
+        p = put_array_header(p, count);
+        for (Py_ssize_t i = 0; i < count; i++)
+            p = put_headers(p, PyTuple_GET_ITEM(items[i], 3));
+    }
+    else {
+        *p++ = 0xc0;
+    }
+    if (p != (unsigned char *)PyBytes_AS_STRING(body) + size) { /* cannot happen: the sizes above are exact */
+        Py_DECREF(body);
+        PyErr_SetString(PyExc_SystemError, "segments._speedups.encode_body: size mismatch");
+        return NULL;
+    }
+    return Py_BuildValue("(NLL)", body, base_ts, max_ts);
+}
+
+/*
+ * range_ok(timestamp_deltas | None, keys, values, headers | None, lo, hi,
+ *          min_delta, top, check_values, check_top) -> bool
+ *
+ * batch._range_problem(...) is None, for the entries lo..hi-1 of columns
+ * whose lengths batch._body_shape already checked: every timestamp delta an
+ * int (and, with check_values, in [min_delta, top]; with check_top the
+ * largest equal to top), every key and value bytes or None, every headers
+ * entry a tuple of (str, bytes) pairs.
+ */
+static PyObject *
+range_ok(PyObject *self, PyObject *args)
+{
+    PyObject *ts, *keys, *values, *headers;
+    Py_ssize_t lo, hi;
+    long long min_delta, top;
+    int check_values, check_top;
+    if (!PyArg_ParseTuple(args, "OOOOnnLLpp", &ts, &keys, &values, &headers, &lo, &hi, &min_delta, &top,
+                          &check_values, &check_top))
+        return NULL;
+    if (!PyTuple_CheckExact(keys) || !PyTuple_CheckExact(values) || lo < 0 || hi > PyTuple_GET_SIZE(keys) ||
+        hi > PyTuple_GET_SIZE(values))
+        Py_RETURN_FALSE;
+    if (ts != Py_None && (!PyTuple_CheckExact(ts) || hi > PyTuple_GET_SIZE(ts)))
+        Py_RETURN_FALSE;
+    if (headers != Py_None && (!PyTuple_CheckExact(headers) || hi > PyTuple_GET_SIZE(headers)))
+        Py_RETURN_FALSE;
+    if (ts != Py_None && lo < hi) {
+        long long highest = 0;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            PyObject *d = PyTuple_GET_ITEM(ts, i);
+            if (!PyLong_CheckExact(d))
+                Py_RETURN_FALSE;
+            if (!check_values)
+                continue;
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(d, &overflow);
+            if (overflow || (v == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                Py_RETURN_FALSE;
+            }
+            if (v < min_delta || v > top)
+                Py_RETURN_FALSE;
+            if (i == lo || v > highest)
+                highest = v;
+        }
+        if (check_values && check_top && highest != top)
+            Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (!is_bin(PyTuple_GET_ITEM(keys, i)) || !is_bin(PyTuple_GET_ITEM(values, i)))
+            Py_RETURN_FALSE;
+    }
+    if (headers != Py_None) {
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            if (!headers_ok(PyTuple_GET_ITEM(headers, i)))
+                Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+/*
+ * build_records(record_type, values, keys, timestamp_deltas | None, headers | None,
+ *               offset_deltas | None, lo, hi, base_offset, base_ts, fixed_ts) -> list
+ *
+ * The Records of entries lo..hi-1, checked by range_ok first: offset
+ * base_offset + offset_deltas[i] (offset_deltas None: dense, base_offset + i),
+ * timestamp fixed_ts when it is >= 0 (LogAppendTime or a nil column), else
+ * base_ts + timestamp_deltas[i]; headers () when the column is None.
+ * None when the arguments are not as range_ok left them.
+ */
+static PyObject *
+build_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *type;
+    PyObject *values, *keys, *ts, *headers, *offsets;
+    Py_ssize_t lo, hi;
+    long long base_offset, base_ts, fixed_ts;
+    if (!PyArg_ParseTuple(args, "O!OOOOOnnLLL", &PyType_Type, &type, &values, &keys, &ts, &headers, &offsets, &lo,
+                          &hi, &base_offset, &base_ts, &fixed_ts))
+        return NULL;
+    if (!PyType_IsSubtype(type, &PyTuple_Type) || !PyTuple_CheckExact(values) || !PyTuple_CheckExact(keys) ||
+        lo < 0 || lo > hi || hi > PyTuple_GET_SIZE(values) || hi > PyTuple_GET_SIZE(keys))
+        Py_RETURN_NONE;
+    if (fixed_ts < 0 && (!PyTuple_CheckExact(ts) || hi > PyTuple_GET_SIZE(ts)))
+        Py_RETURN_NONE;
+    if (headers != Py_None && (!PyTuple_CheckExact(headers) || hi > PyTuple_GET_SIZE(headers)))
+        Py_RETURN_NONE;
+    if (offsets != Py_None && (!PyTuple_CheckExact(offsets) || hi > PyTuple_GET_SIZE(offsets)))
+        Py_RETURN_NONE;
+
+    PyObject *empty = PyTuple_New(0); /* the shared empty tuple */
+    PyObject *fixed = fixed_ts >= 0 ? PyLong_FromLongLong(fixed_ts) : NULL;
+    PyObject *out = PyList_New(hi - lo);
+    if (empty == NULL || out == NULL || (fixed_ts >= 0 && fixed == NULL))
+        goto error;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        long long offset = base_offset + i;
+        if (offsets != Py_None) {
+            long long delta = PyLong_AsLongLong(PyTuple_GET_ITEM(offsets, i));
+            if (delta == -1 && PyErr_Occurred())
+                goto error;
+            offset = base_offset + delta;
+        }
+        PyObject *timestamp;
+        if (fixed != NULL) {
+            timestamp = fixed;
+            Py_INCREF(timestamp);
+        }
+        else {
+            long long delta = PyLong_AsLongLong(PyTuple_GET_ITEM(ts, i));
+            if (delta == -1 && PyErr_Occurred())
+                goto error;
+            timestamp = PyLong_FromLongLong(base_ts + delta);
+            if (timestamp == NULL)
+                goto error;
+        }
+        PyObject *off = PyLong_FromLongLong(offset);
+        if (off == NULL) {
+            Py_DECREF(timestamp);
+            goto error;
+        }
+        PyObject *record = type->tp_alloc(type, 5);
+        if (record == NULL) {
+            Py_DECREF(timestamp);
+            Py_DECREF(off);
+            goto error;
+        }
+        PyObject *v = PyTuple_GET_ITEM(values, i), *k = PyTuple_GET_ITEM(keys, i);
+        PyObject *h = headers == Py_None ? empty : PyTuple_GET_ITEM(headers, i);
+        Py_INCREF(v);
+        Py_INCREF(k);
+        Py_INCREF(h);
+        PyTuple_SET_ITEM(record, 0, v);
+        PyTuple_SET_ITEM(record, 1, k);
+        PyTuple_SET_ITEM(record, 2, timestamp);
+        PyTuple_SET_ITEM(record, 3, h);
+        PyTuple_SET_ITEM(record, 4, off);
+        PyList_SET_ITEM(out, i - lo, record);
+    }
+    Py_DECREF(empty);
+    Py_XDECREF(fixed);
+    return out;
+
+error:
+    Py_XDECREF(empty);
+    Py_XDECREF(fixed);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"encode_body", encode_body, METH_VARARGS, "The msgpack body of a batch of valid records, or None."},
+    {"range_ok", range_ok, METH_VARARGS, "Whether records lo..hi-1 of checked-length columns pass FORMAT.md 2.3 rule 8."},
+    {"build_records", build_records, METH_VARARGS, "The Records of entries lo..hi-1 of checked columns."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "segments._speedups",
+    "The per-record loops of the batch codec in C; segments.batch is the reference and falls back to Python.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModule_Create(&module);
+}

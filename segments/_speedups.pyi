@@ -1,0 +1,34 @@
+"""Type stubs of the optional C module segments._speedups (see segments/_speedups.c)."""
+
+from collections.abc import Sequence
+
+from segments.records import Record
+
+def encode_body(records: Sequence[Record], log_append_time: bool, now_ms: int, /) -> tuple[bytes, int, int] | None: ...
+def range_ok(
+    timestamp_deltas: tuple[int, ...] | None,
+    keys: tuple[bytes | None, ...],
+    values: tuple[bytes | None, ...],
+    headers: tuple[tuple[tuple[str, bytes], ...], ...] | None,
+    lo: int,
+    hi: int,
+    min_delta: int,
+    top: int,
+    check_values: bool,
+    check_top: bool,
+    /,
+) -> bool: ...
+def build_records(
+    record_type: type[Record],
+    values: tuple[bytes | None, ...],
+    keys: tuple[bytes | None, ...],
+    timestamp_deltas: tuple[int, ...] | None,
+    headers: tuple[tuple[tuple[str, bytes], ...], ...] | None,
+    offset_deltas: Sequence[int] | None,
+    lo: int,
+    hi: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int,
+    /,
+) -> list[Record] | None: ...

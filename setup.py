@@ -1,0 +1,15 @@
+"""The one build step pyproject.toml cannot declare without an "experimental" warning: the C module.
+
+``segments._speedups`` (segments/_speedups.c) runs the per-record loops of the
+batch codec. It is optional: without a C compiler the install still succeeds
+and ``segments.batch`` uses its pure-Python path (same results, slower; see
+docs/PERFORMANCE.md "The C fast path").
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension("segments._speedups", sources=["segments/_speedups.c"], optional=True, extra_compile_args=["-O2"]),
+    ]
+)

@@ -1,0 +1,270 @@
+"""The C loops of ``segments._speedups`` against the pure-Python reference in ``segments.batch``.
+
+The C module takes only the valid case and hands everything else back to the
+Python code, so for *any* input the two paths must agree: the same columns,
+the same Records (of type ``Record``), or the same exception with the same
+message. Each property runs an operation twice, once with the C module and
+once with ``segments.batch._fast`` set to ``None``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import google_crc32c
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import segments.batch as batch_module
+from segments.batch import (
+    MAGIC,
+    TimestampType,
+    body_columns,
+    decode_batch,
+    encode_batch,
+    read_header,
+)
+from segments.errors import CorruptRecordError
+from segments.records import Record
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+INT64_MAX = 2**63 - 1
+
+
+def test_the_c_module_is_built_and_used() -> None:
+    # `optional = true` in pyproject.toml lets an install without a compiler succeed on the Python
+    # path; on this project's machines (and in CI) the build must succeed, or every speed figure
+    # in docs/PERFORMANCE.md is wrong. This catches a silently failed build.
+    assert batch_module._fast is not None
+    assert batch_module._fast.__name__ == "segments._speedups"
+
+
+@contextmanager
+def python_only() -> Iterator[None]:
+    saved = batch_module._fast
+    batch_module._fast = None
+    try:
+        yield
+    finally:
+        batch_module._fast = saved
+
+
+def outcome(fn: Callable[[], object]) -> object:
+    try:
+        return ("ok", fn())
+    except (TypeError, ValueError, CorruptRecordError) as exc:
+        return (type(exc), str(exc))
+
+
+def both(fn: Callable[[], object]) -> tuple[object, object]:
+    fast = outcome(fn)
+    with python_only():
+        slow = outcome(fn)
+    return fast, slow
+
+
+def records_typed(result: object) -> None:
+    # A decode result is a list of exact Records, wherever it came from.
+    if isinstance(result, tuple) and result[0] == "ok" and isinstance(result[1], list):
+        assert all(type(r) is Record for r in result[1])
+
+
+# ----------------------------------------------------------------------------------------- encode
+
+field_values = st.one_of(
+    st.none(), st.binary(max_size=6), st.text(max_size=2), st.integers(-3, 3), st.just(bytearray(b"x")),
+)
+timestamps = st.one_of(
+    st.none(), st.integers(0, 2**41), st.integers(-(2**64), 2**65), st.just(INT64_MAX), st.just(INT64_MAX + 1),
+    st.booleans(), st.just(1.5),
+)
+header_values = st.one_of(
+    st.just(()), st.just((("h", b"v"),)), st.just((("h", b"v"), ("", b""))), st.just([("h", b"v")]),
+    st.just((("h", "v"),)), st.just(((b"h", b"v"),)), st.just((("h", b"v", b"w"),)), st.just((["h", b"v"],)),
+    st.just(7),
+)
+valid_records = st.builds(
+    Record,
+    value=st.one_of(st.none(), st.binary(max_size=8)),
+    key=st.one_of(st.none(), st.binary(max_size=8)),
+    timestamp=st.one_of(st.none(), st.integers(0, 2**41)),
+    headers=st.one_of(st.just(()), st.just((("h", b"v"),))),
+)
+messy_records = st.one_of(
+    valid_records,
+    st.builds(Record, value=field_values, key=field_values, timestamp=timestamps, headers=header_values),
+    st.tuples(field_values, field_values, timestamps, header_values, st.integers(-1, 3)),  # a plain 5-tuple
+    st.lists(st.none(), min_size=5, max_size=5),  # iterable into 5 fields, but a list
+    st.tuples(st.binary(max_size=2)),  # not 5 fields
+    st.integers(),  # not iterable
+)
+
+
+@FUZZ
+@given(
+    st.lists(st.one_of(valid_records, valid_records, messy_records), min_size=1, max_size=12),
+    st.sampled_from(list(TimestampType)),
+    st.one_of(st.integers(0, 2**41), st.integers(-2, 2**64)),
+    st.booleans(),
+)
+def test_the_c_encoder_agrees_with_python_on_any_input(
+    records: list[Any], ts_type: TimestampType, now_ms: int, as_tuple: bool
+) -> None:
+    # The same batch bytes, or the same exception type and message.
+    given_records: Any = tuple(records) if as_tuple else records
+    fast, slow = both(lambda: encode_batch(7, given_records, timestamp_type=ts_type, now_ms=now_ms))
+    assert fast == slow
+
+
+header_keys = st.one_of(st.text(max_size=40), st.just("\ud800"), st.just("é" * 20), st.just("k" * 300))
+wide_records = st.builds(
+    Record,
+    value=st.one_of(st.none(), st.binary(max_size=300), st.just(b"v" * 70_000)),
+    key=st.one_of(st.none(), st.binary(max_size=40)),
+    timestamp=st.one_of(st.none(), st.integers(0, 2**62), st.just(INT64_MAX)),
+    headers=st.lists(st.tuples(header_keys, st.binary(max_size=300)), max_size=17).map(tuple),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(wide_records, min_size=1, max_size=20), st.sampled_from(list(TimestampType)), st.integers(0, 2**62))
+def test_the_c_encoder_uses_every_msgpack_width_as_msgpack_does(
+    records: list[Record], ts_type: TimestampType, now_ms: int
+) -> None:
+    # Lengths and integers across msgpack's size classes (fix/8/16/32 bit), non-ASCII and
+    # unencodable (lone surrogate) header keys: the bytes must be msgpack's own.
+    fast, slow = both(lambda: encode_batch(0, records, timestamp_type=ts_type, now_ms=now_ms))
+    assert fast == slow
+
+
+@pytest.mark.parametrize("count", [15, 16, 65_535, 65_536])
+def test_many_records_cross_the_array_size_classes(count: int) -> None:
+    records = [Record(b"", None, i * 300) for i in range(count)]
+    fast, slow = both(lambda: encode_batch(0, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1))
+    assert fast == slow and fast[0] == "ok"  # type: ignore[index]
+
+
+def test_one_thousand_records_with_mixed_timestamps_encode_alike() -> None:
+    records = [Record(b"v%d" % i, b"k", None if i % 7 == 0 else 1_700_000_000_000 + (i * 37) % 1000)
+               for i in range(1000)]
+    now = 1_800_000_000_000
+    fast, slow = both(lambda: encode_batch(0, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=now))
+    assert fast == slow
+
+
+# ----------------------------------------------------------------------------------------- decode
+
+ints = st.one_of(st.integers(-3, 40), st.integers(-(2**63), 2**64 - 1), st.booleans())
+column_entries = st.one_of(st.none(), st.binary(max_size=4), st.text(max_size=2), st.integers(-2, 2), st.booleans())
+header_entries = st.one_of(
+    st.just([]), st.just([["k", b"v"]]), st.just([["k", "v"]]), st.just([[b"k", b"v"]]), st.just([["k", b"v", 1]]),
+    st.just(["k", b"v"]), st.just(3), st.none(),
+)
+
+
+@st.composite
+def near_miss_batches(draw: st.DrawFn) -> tuple[bytes, int, int | None]:
+    """A batch with a valid CRC whose body is five columns close to what seglog writes."""
+    count = draw(st.integers(1, 6))
+
+    def column(entries: st.SearchStrategy[object]) -> object:
+        size = draw(st.one_of(st.just(count), st.just(count), st.integers(0, count + 1)))
+        return draw(st.lists(entries, min_size=size, max_size=size))
+
+    dense = draw(st.booleans())
+    offsets = None if dense else draw(st.one_of(
+        st.just(list(range(count))), st.lists(ints, min_size=count, max_size=count)
+    ))
+    base_ts = draw(st.one_of(st.integers(0, 2**41), st.just(0)))
+    span = draw(st.integers(0, 5))
+    deltas = draw(st.one_of(
+        st.none(),
+        st.lists(st.integers(-2, span + 1), min_size=count, max_size=count),
+        st.just(column(ints)),
+    ))
+    keys = column(column_entries) if draw(st.booleans()) else [b"k"] * count
+    values = column(column_entries) if draw(st.booleans()) else [b"v%d" % i for i in range(count)]
+    headers = draw(st.one_of(st.none(), st.just(column(header_entries)), st.just([[]] * count)))
+    body = msgpack.packb([offsets, deltas, keys, values, headers], use_bin_type=True)
+    body += b"\xc0" * max(0, 8 - len(body))
+    last_delta = count - 1 if dense or draw(st.booleans()) else draw(st.integers(count - 1, count + 3))
+    attributes = 0x08 if draw(st.booleans()) else 0
+    base_offset = draw(st.integers(0, 2**40))
+    tail = struct.pack(">hiqqqhii", attributes, last_delta, base_ts, base_ts + span, -1, -1, -1, count) + body
+    buf = struct.pack(">qiibI", base_offset, 49 + len(body), -1, MAGIC, google_crc32c.value(tail)) + tail
+    start = base_offset + draw(st.integers(-1, count + 1))
+    max_bytes = draw(st.one_of(st.none(), st.integers(0, 12)))
+    return buf, max(start, 0), max_bytes
+
+
+@FUZZ
+@given(near_miss_batches())
+def test_the_c_decoder_agrees_with_python_on_near_miss_bodies(case: tuple[bytes, int, int | None]) -> None:
+    buf, start_offset, max_bytes = case
+    header = read_header(buf)
+    fast, slow = both(lambda: decode_batch(buf, 0, header, start_offset=start_offset, max_bytes=max_bytes))
+    assert fast == slow
+    records_typed(fast)
+    fast_columns, slow_columns = both(lambda: body_columns(buf, 0, header))
+    assert fast_columns == slow_columns
+
+
+@FUZZ
+@given(
+    st.lists(valid_records, min_size=1, max_size=60),
+    st.sampled_from(list(TimestampType)),
+    st.integers(0, 2**40),
+    st.data(),
+)
+def test_the_c_decoder_returns_the_same_records(
+    records: list[Record], ts_type: TimestampType, base: int, data: st.DataObject
+) -> None:
+    buf = encode_batch(base, records, timestamp_type=ts_type, now_ms=1_234)
+    header = read_header(buf)
+    start = base + data.draw(st.integers(0, len(records)))
+    max_bytes = data.draw(st.one_of(st.none(), st.integers(0, 40)))
+    fast, slow = both(lambda: decode_batch(buf, 0, header, start_offset=start, max_bytes=max_bytes))
+    assert fast == slow
+    records_typed(fast)
+
+
+@pytest.mark.parametrize("ts_type", list(TimestampType))
+def test_a_decoded_record_is_a_full_record(ts_type: TimestampType) -> None:
+    records = [Record(b"a", None, 5, (("h", b"1"),)), Record(None, b"k", 9)]
+    buf = encode_batch(3, records, timestamp_type=ts_type, now_ms=11)
+    out = decode_batch(buf, 0, read_header(buf))
+    assert [type(r) for r in out] == [Record, Record]
+    expected_ts = [11, 11] if ts_type is TimestampType.LOG_APPEND_TIME else [5, 9]
+    assert out == [Record(b"a", None, expected_ts[0], (("h", b"1"),), 3), Record(None, b"k", expected_ts[1], (), 4)]
+    assert out[0].headers == (("h", b"1"),) and out[1].offset == 4
+
+
+def test_a_body_with_a_str_value_is_corrupt_on_both_paths() -> None:
+    body = msgpack.packb([None, None, [b"k", b"k"], [b"v", "not bytes"], None], use_bin_type=True)
+    tail = struct.pack(">hiqqqhii", 0, 1, 0, 0, -1, -1, -1, 2) + body
+    buf = struct.pack(">qiibI", 0, 49 + len(body), -1, MAGIC, google_crc32c.value(tail)) + tail
+    fast, slow = both(lambda: decode_batch(buf, 0, read_header(buf)))
+    assert fast == slow
+    assert fast[0] is CorruptRecordError  # type: ignore[index]
+    with pytest.raises(CorruptRecordError, match="value column"):
+        decode_batch(buf, 0, read_header(buf))
+
+
+INT_EDGES = [0, 127, 128, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 2**40]
+NEG_EDGES = [-1, -32, -33, -128, -129, -32_768, -32_769, -(2**31), -(2**31) - 1, -(2**40)]
+LENGTH_EDGES = [0, 1, 15, 16, 31, 32, 255, 256, 65_535, 65_536]
+
+
+def test_every_msgpack_size_class_boundary_encodes_as_msgpack_does() -> None:
+    base = 2**41
+    records = [Record(b"x", None, base)]
+    records += [Record(b"x", None, base + d) for d in INT_EDGES + NEG_EDGES]
+    records += [Record(b"v" * n, b"k" * min(n, 300), base, ((("h" * n), b"w" * n),)) for n in LENGTH_EDGES]
+    records += [Record(None, None, base, tuple(("k", b"") for _ in range(n))) for n in (15, 16, 17)]
+    fast, slow = both(lambda: encode_batch(0, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1))
+    assert fast[0] == "ok" and fast == slow  # type: ignore[index]
