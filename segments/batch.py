@@ -12,12 +12,14 @@ nothing else; lengths read from a header are bounded by ``max_batch_bytes``
 before anything is allocated, and msgpack limits are bounded by the body length.
 Bad *caller* input to :func:`encode_batch` raises ``TypeError``/``ValueError``.
 
-Must not import: ``engine`` or ``tools`` (and no I/O module: no ``os``, no ``aiofiles``).
+Must not import: ``engine`` or ``tools`` (and no I/O module: no ``aiofiles``; ``os`` only for one
+environment variable).
 """
 
 from __future__ import annotations
 
 import enum
+import os
 import struct
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -33,11 +35,14 @@ import msgpack
 from segments.errors import CorruptRecordError
 from segments.records import Record
 
-_fast: ModuleType | None
-try:  # the per-record loops in C (segments/_speedups.c); optional, this module is the reference
-    from segments import _speedups as _fast
-except ImportError:  # pragma: no cover - built on every supported install; the Python path is tested either way
-    _fast = None
+_fast: ModuleType | None = None
+# The per-record loops in C (segments/_speedups.c); optional, this module is the reference.
+# SEGLOG_PURE_PYTHON=1 turns them off (to compare, or to rule them out when chasing a bug).
+if not os.environ.get("SEGLOG_PURE_PYTHON"):
+    try:
+        from segments import _speedups as _fast
+    except ImportError:  # pragma: no cover - built on every supported install; the Python path is tested either way
+        _fast = None
 
 __all__ = [
     "HEADER",

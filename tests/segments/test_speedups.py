@@ -268,3 +268,21 @@ def test_every_msgpack_size_class_boundary_encodes_as_msgpack_does() -> None:
     records += [Record(None, None, base, tuple(("k", b"") for _ in range(n))) for n in (15, 16, 17)]
     fast, slow = both(lambda: encode_batch(0, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1))
     assert fast[0] == "ok" and fast == slow  # type: ignore[index]
+
+
+def test_seglog_pure_python_turns_the_c_module_off() -> None:
+    # The switch docs/PERFORMANCE.md gives for comparing the two paths, in a fresh interpreter.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import segments.batch as b\n"
+        "from segments.records import Record\n"
+        "buf = b.encode_batch(0, [Record(b'v'), Record(b'w')], timestamp_type=b.TimestampType.CREATE_TIME, now_ms=5)\n"
+        "out = b.decode_batches(buf, max_batch_bytes=1 << 20)\n"
+        "print(b._fast is None, [r.value for r in out])\n"
+    )
+    env = {**os.environ, "SEGLOG_PURE_PYTHON": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True [b'v', b'w']"
