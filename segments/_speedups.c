@@ -24,6 +24,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <limits.h>
 
 /* Exact bytes or None: what a key or a value may be. */
 static inline int
@@ -49,9 +50,19 @@ headers_ok(PyObject *h)
     return 1;
 }
 
-/* An exact int in [0, 2**63-1] into *out; 0 when it is not one. */
-static int
-timestamp_of(PyObject *o, long long *out)
+/* a + b into *out, or 0 when it leaves int64 (the Python path has no such limit). */
+static inline int
+add_int64(long long a, long long b, long long *out)
+{
+    if ((b > 0 && a > PY_LLONG_MAX - b) || (b < 0 && a < PY_LLONG_MIN - b))
+        return 0;
+    *out = a + b;
+    return 1;
+}
+
+/* An exact int that fits an int64 into *out; 0 (no exception set) for anything else. */
+static inline int
+int64_of(PyObject *o, long long *out)
 {
     if (!PyLong_CheckExact(o))
         return 0;
@@ -61,10 +72,15 @@ timestamp_of(PyObject *o, long long *out)
         PyErr_Clear();
         return 0;
     }
-    if (v < 0)
-        return 0;
     *out = v;
     return 1;
+}
+
+/* An exact int in [0, 2**63-1] into *out; 0 when it is not one. */
+static int
+timestamp_of(PyObject *o, long long *out)
+{
+    return int64_of(o, out) && *out >= 0;
 }
 
 /* ---- msgpack encoding, byte for byte what msgpack.Packer(use_bin_type=True) writes ---- */
@@ -216,6 +232,21 @@ put_bin_or_nil(unsigned char *p, PyObject *o)
 
 #define ITEM_LIMIT ((Py_ssize_t)0xFFFFFFFF) /* msgpack's largest bin, str or array */
 
+/*
+ * *total += n (n >= 0), or 0 when the sum passes PY_SSIZE_T_MAX. Each item is at most
+ * ~2**32 bytes, but one bytes object may be referenced 2**31 times (by a shared record or
+ * header pair), so the body's size can pass 2**63: unchecked, it wraps to a small positive
+ * size and the write pass runs past the end of the buffer.
+ */
+static inline int
+add_size(Py_ssize_t *total, Py_ssize_t n)
+{
+    if (n > PY_SSIZE_T_MAX - *total)
+        return 0;
+    *total += n;
+    return 1;
+}
+
 /* Bytes a key or value takes in the body (it passed is_bin), or -1 above msgpack's limit. */
 static inline Py_ssize_t
 bin_or_nil_size(PyObject *o)
@@ -226,11 +257,13 @@ bin_or_nil_size(PyObject *o)
     return n > ITEM_LIMIT ? -1 : bin_header_size(n) + n;
 }
 
-/* Bytes one record's headers take (they passed headers_ok), or -1 (not UTF-8 encodable, too long). */
+/* Bytes one record's headers take (they passed headers_ok), or -1 (not UTF-8 encodable, too long, too many). */
 static Py_ssize_t
 headers_size(PyObject *h)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(h), size = array_header_size(n);
+    if (n > ITEM_LIMIT)
+        return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(h, i);
         Py_ssize_t key_len;
@@ -241,7 +274,8 @@ headers_size(PyObject *h)
         Py_ssize_t value_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
         if (key_len > ITEM_LIMIT || value_len > ITEM_LIMIT)
             return -1;
-        size += 1 + str_header_size(key_len) + key_len + bin_header_size(value_len) + value_len;
+        if (!add_size(&size, 1 + str_header_size(key_len) + key_len + bin_header_size(value_len) + value_len))
+            return -1;
     }
     return size;
 }
@@ -292,7 +326,9 @@ encode_body(PyObject *self, PyObject *args)
     Py_ssize_t kv_size = 0, headers_bytes = 0, deltas_size = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *r = items[i];
-        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5)
+        /* A tuple subclass (Record) is read as its storage; the Python path iterates it
+           (zip(*records), unpacking), which only agrees when __iter__ is tuple's own. */
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || Py_TYPE(r)->tp_iter != PyTuple_Type.tp_iter)
             Py_RETURN_NONE;
         PyObject *v = PyTuple_GET_ITEM(r, 0), *k = PyTuple_GET_ITEM(r, 1);
         if (!is_bin(v) || !is_bin(k))
@@ -300,7 +336,8 @@ encode_body(PyObject *self, PyObject *args)
         Py_ssize_t vs = bin_or_nil_size(v), ks = bin_or_nil_size(k);
         if (vs < 0 || ks < 0)
             Py_RETURN_NONE;
-        kv_size += vs + ks;
+        if (!add_size(&kv_size, vs + ks))
+            Py_RETURN_NONE;
         PyObject *h = PyTuple_GET_ITEM(r, 3);
         if (PyTuple_CheckExact(h) && PyTuple_GET_SIZE(h) == 0) {
             headers_bytes += 1;
@@ -311,7 +348,8 @@ encode_body(PyObject *self, PyObject *args)
             Py_ssize_t hs = headers_size(h);
             if (hs < 0)
                 Py_RETURN_NONE;
-            headers_bytes += hs;
+            if (!add_size(&headers_bytes, hs))
+                Py_RETURN_NONE;
             any_headers = 1;
         }
         if (log_append)
@@ -339,9 +377,11 @@ encode_body(PyObject *self, PyObject *args)
         base_ts = min_ts = max_ts = now_ms;
     int with_deltas = min_ts != max_ts;
 
+    /* deltas_size <= 9 * count <= 9 * ITEM_LIMIT: the first terms cannot overflow. */
     Py_ssize_t column = array_header_size(count);
-    Py_ssize_t size = 1 + 1 + (with_deltas ? column + deltas_size : 1) + 2 * column + kv_size +
-                      (any_headers ? column + headers_bytes : 1);
+    Py_ssize_t size = 1 + 1 + (with_deltas ? column + deltas_size : 1) + 2 * column + (any_headers ? column : 1);
+    if (!add_size(&size, kv_size) || !add_size(&size, any_headers ? headers_bytes : 0))
+        Py_RETURN_NONE; /* the Python path decides (msgpack runs out of memory) */
     PyObject *body = PyBytes_FromStringAndSize(NULL, size);
     if (body == NULL)
         return NULL;
@@ -416,13 +456,8 @@ range_ok(PyObject *self, PyObject *args)
                 Py_RETURN_FALSE;
             if (!check_values)
                 continue;
-            int overflow = 0;
-            long long v = PyLong_AsLongLongAndOverflow(d, &overflow);
-            if (overflow || (v == -1 && PyErr_Occurred())) {
-                PyErr_Clear();
-                Py_RETURN_FALSE;
-            }
-            if (v < min_delta || v > top)
+            long long v;
+            if (!int64_of(d, &v) || v < min_delta || v > top)
                 Py_RETURN_FALSE;
             if (i == lo || v > highest)
                 highest = v;
@@ -451,7 +486,8 @@ range_ok(PyObject *self, PyObject *args)
  * base_offset + offset_deltas[i] (offset_deltas None: dense, base_offset + i),
  * timestamp fixed_ts when it is >= 0 (LogAppendTime or a nil column), else
  * base_ts + timestamp_deltas[i]; headers () when the column is None.
- * None when the arguments are not as range_ok left them.
+ * None when the arguments are not as range_ok left them, or an offset or a
+ * timestamp leaves int64 (possible only with a header check_header refuses).
  */
 static PyObject *
 build_records(PyObject *self, PyObject *args)
@@ -479,23 +515,23 @@ build_records(PyObject *self, PyObject *args)
     if (empty == NULL || out == NULL || (fixed_ts >= 0 && fixed == NULL))
         goto error;
     for (Py_ssize_t i = lo; i < hi; i++) {
-        long long offset = base_offset + i;
-        if (offsets != Py_None) {
-            long long delta = PyLong_AsLongLong(PyTuple_GET_ITEM(offsets, i));
-            if (delta == -1 && PyErr_Occurred())
-                goto error;
-            offset = base_offset + delta;
-        }
+        long long offset, delta;
+        if (offsets == Py_None)
+            delta = i;
+        else if (!int64_of(PyTuple_GET_ITEM(offsets, i), &delta))
+            goto fallback;
+        if (!add_int64(base_offset, delta, &offset))
+            goto fallback;
         PyObject *timestamp;
         if (fixed != NULL) {
             timestamp = fixed;
             Py_INCREF(timestamp);
         }
         else {
-            long long delta = PyLong_AsLongLong(PyTuple_GET_ITEM(ts, i));
-            if (delta == -1 && PyErr_Occurred())
-                goto error;
-            timestamp = PyLong_FromLongLong(base_ts + delta);
+            long long at;
+            if (!int64_of(PyTuple_GET_ITEM(ts, i), &delta) || !add_int64(base_ts, delta, &at))
+                goto fallback;
+            timestamp = PyLong_FromLongLong(at);
             if (timestamp == NULL)
                 goto error;
         }
@@ -525,6 +561,12 @@ build_records(PyObject *self, PyObject *args)
     Py_DECREF(empty);
     Py_XDECREF(fixed);
     return out;
+
+fallback: /* the list's unset items are NULL, which its dealloc skips */
+    Py_DECREF(empty);
+    Py_XDECREF(fixed);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
 
 error:
     Py_XDECREF(empty);

@@ -591,7 +591,7 @@ def decode_batch(
     problem = _range_problem(shape, header, skip, end)
     if problem is not None:
         raise CorruptRecordError(f"batch at position {position}: {problem}")
-    if _fast is not None:
+    if _fast is not None and header.max_timestamp >= header.base_timestamp >= 0:  # else -1 below is ambiguous
         fixed_timestamp = (
             header.max_timestamp if header.attributes & TIMESTAMP_TYPE_BIT
             else header.base_timestamp if timestamp_deltas is None

@@ -157,6 +157,32 @@ def test_one_thousand_records_with_mixed_timestamps_encode_alike() -> None:
     assert fast == slow
 
 
+class _ReadsAsAnotherRecord(tuple):  # type: ignore[type-arg]
+    """A 5-tuple whose iteration (what the Python path reads) differs from its storage."""
+
+    def __iter__(self) -> Iterator[object]:
+        return iter((b"iterated", None, 5, (), -1))
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_a_tuple_subclass_with_its_own_iter_encodes_as_the_python_path_reads_it(count: int) -> None:
+    # zip(*records) and tuple unpacking go through __iter__; the C loop read the tuple's storage
+    # and wrote b"stored" with timestamp 1 where the Python path writes b"iterated" at 5.
+    records: Any = [_ReadsAsAnotherRecord((b"stored", None, 1, (), -1))] * count
+    fast, slow = both(lambda: encode_batch(0, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1))
+    assert fast == slow and fast[0] == "ok"  # type: ignore[index]
+    buf = fast[1]  # type: ignore[index]
+    assert [(r.value, r.timestamp) for r in decode_batch(buf, 0, read_header(buf))] == [(b"iterated", 5)] * count
+
+
+def test_records_and_plain_tuples_still_take_the_c_encoder() -> None:
+    # The check that turns tuple subclasses with their own __iter__ away must not turn Record away:
+    # the agreement tests would still pass, only slower.
+    assert batch_module._fast is not None
+    for records in ([Record(b"v", None, 3, (("h", b"x"),))], [(b"v", None, 3, (), -1)] * 2):
+        assert batch_module._fast.encode_body(records, False, 1) is not None
+
+
 # ----------------------------------------------------------------------------------------- decode
 
 ints = st.one_of(st.integers(-3, 40), st.integers(-(2**63), 2**64 - 1), st.booleans())
@@ -212,6 +238,37 @@ def test_the_c_decoder_agrees_with_python_on_near_miss_bodies(case: tuple[bytes,
     records_typed(fast)
     fast_columns, slow_columns = both(lambda: body_columns(buf, 0, header))
     assert fast_columns == slow_columns
+
+
+def unchecked_batch(
+    base_offset: int, base_ts: int, max_ts: int, offsets: list[int] | None, deltas: list[int] | None
+) -> bytes:
+    """A three-record batch with a valid CRC whose header check_header would refuse."""
+    body = bytes(msgpack.packb([offsets, deltas, [b"k"] * 3, [b"v"] * 3, None], use_bin_type=True))
+    tail = struct.pack(">hiqqqhii", 0, 2, base_ts, max_ts, -1, -1, -1, 3) + body
+    return struct.pack(">qiibI", base_offset, 49 + len(body), -1, MAGIC, google_crc32c.value(tail)) + tail
+
+
+@pytest.mark.parametrize("whole", [True, False])
+@pytest.mark.parametrize(
+    ("base_offset", "base_ts", "max_ts", "offsets", "deltas"),
+    [
+        (INT64_MAX - 1, 0, 0, None, None),  # dense offsets past int64: C wrapped to -2**63
+        (INT64_MAX - 1, 0, 0, [0, 1, 2], None),  # the same with an explicit offset column
+        (0, -(2**63), 0, None, [2**63] * 3),  # deltas above int64, sums within it: C raised OverflowError
+    ],
+)
+def test_offsets_and_timestamps_beyond_int64_decode_as_python_does(
+    base_offset: int, base_ts: int, max_ts: int, offsets: list[int] | None, deltas: list[int] | None, whole: bool
+) -> None:
+    # decode_batch's callers check the header first, which refuses these; the C loop must still
+    # not wrap (signed overflow) or raise where the Python path returns Records.
+    buf = unchecked_batch(base_offset, base_ts, max_ts, offsets, deltas)
+    header = read_header(buf)
+    start, max_bytes = (0, None) if whole else (base_offset + 2, 1)  # all three records, or the last
+    fast, slow = both(lambda: decode_batch(buf, 0, header, start_offset=start, max_bytes=max_bytes))
+    assert fast == slow and fast[0] == "ok"  # type: ignore[index]
+    records_typed(fast)
 
 
 @FUZZ
@@ -286,3 +343,13 @@ def test_seglog_pure_python_turns_the_c_module_off() -> None:
     env = {**os.environ, "SEGLOG_PURE_PYTHON": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "True [b'v', b'w']"
+
+
+def test_a_log_append_time_batch_with_a_negative_max_timestamp_decodes_as_python_does() -> None:
+    # Only an unchecked header has max_timestamp < 0; the C loop's "-1 = use the deltas" sentinel
+    # must not turn it into base + delta where the Python path reports max_timestamp.
+    body = bytes(msgpack.packb([None, [0, 3, 1], [b"k"] * 3, [b"v"] * 3, None], use_bin_type=True))
+    tail = struct.pack(">hiqqqhii", 0x08, 2, 10, -1, -1, -1, -1, 3) + body
+    buf = struct.pack(">qiibI", 0, 49 + len(body), -1, MAGIC, google_crc32c.value(tail)) + tail
+    fast, slow = both(lambda: decode_batch(buf, 0, read_header(buf)))
+    assert fast == slow
