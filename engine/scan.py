@@ -5,7 +5,8 @@ no lock, no event loop: a Spark task or an export runs it in a plain process,
 beside a running engine or on a copy of the directory); turning offset and
 timestamp bounds into per-segment byte ranges with the segment indexes opened
 read-only; reading a range's batches (header checks and CRC verified) into
-:class:`~segments.columns.RecordColumns` chunks; and the current log start and
+:class:`~segments.columns.RecordColumns` chunks (or Arrow-ready
+:class:`~segments.columns.ColumnBuffers`); and the current log start and
 end offsets of each partition, for streaming.
 
 The bounds are Kafka's: an offset range ``[start_offset, end_offset)`` and a
@@ -41,7 +42,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Protocol, TypeVar
 
 from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
 from engine.errors import CorruptionError, CorruptRecordError, SeglogError, StorageError
@@ -56,11 +57,13 @@ from segments.batch import (
     scan_batches,
     verify_crc,
 )
-from segments.columns import RecordColumns, decode_columns
+from segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
 
 __all__ = [
+    "DEFAULT_CHUNK_BYTES",
     "DEFAULT_ROWS_PER_CHUNK",
     "Bounds",
+    "ColumnBuffers",
     "PartitionPlan",
     "RecordColumns",
     "SegmentFile",
@@ -73,9 +76,11 @@ __all__ = [
     "log_start_offsets",
     "plan_partition",
     "scan_range",
+    "scan_range_buffers",
 ]
 
 DEFAULT_ROWS_PER_CHUNK: Final = 65_536  # rows per RecordColumns chunk: one Arrow batch (spark.md §6: ~64k)
+DEFAULT_CHUNK_BYTES: Final = 64 << 20  # key + value bytes per ColumnBuffers chunk (docs/SPARK.md, rowsPerBatch)
 NO_END: Final = 2**63 - 1  # an open end offset
 _LOG_NAME: Final = re.compile(r"(\d{20})\.log")  # part of the format: base offset, 20 digits, .log
 # A header peek reads this much, so walking headers over skipped batches costs a few KiB per batch,
@@ -542,10 +547,51 @@ def scan_range(
         CorruptRecordError: a batch inside the range fails a check (naming file and position).
         StorageError: the file cannot be opened or read.
     """
+    return _scan(segment_range, rows_per_chunk, trace, RecordColumns, decode_columns)
+
+
+def scan_range_buffers(
+    segment_range: SegmentRange,
+    *,
+    rows_per_chunk: int = DEFAULT_ROWS_PER_CHUNK,
+    max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    trace: TraceHook | None = None,
+) -> Iterator[ColumnBuffers]:
+    """:func:`scan_range` into :class:`~segments.columns.ColumnBuffers`: the same rows, as Arrow-ready buffers.
+
+    For columnar consumers (the Spark source): with the C module built, keys
+    and values are copied from the batch bodies straight into the buffers,
+    with no Python object per row. A chunk is handed on at ``rows_per_chunk``
+    rows or once its keys and values reach ``max_chunk_bytes`` (and always
+    before Arrow's 2 GiB binary limit), so large records do not make huge chunks.
+
+    Raises:
+        CorruptRecordError, StorageError: as :func:`scan_range`.
+    """
+    return _scan(
+        segment_range, rows_per_chunk, trace, lambda: ColumnBuffers(max_data_bytes=max_chunk_bytes), decode_buffers
+    )
+
+
+class _Chunk(Protocol):
+    def __len__(self) -> int: ...
+    def full(self, rows_per_chunk: int) -> bool: ...
+
+
+_C = TypeVar("_C", bound=_Chunk)
+
+
+def _scan(
+    segment_range: SegmentRange,
+    rows_per_chunk: int,
+    trace: TraceHook | None,
+    new_chunk: Callable[[], _C],
+    decode: Callable[..., bool],
+) -> Iterator[_C]:
     r = segment_range
     log = _LogFile(r.path, r.end_position)
     from_ts, until_ts = r.from_timestamp, r.until_timestamp
-    out = RecordColumns()
+    out = new_chunk()
     position = r.start_position
     next_offset = 0  # the lowest base offset the next batch may have
     readahead = _BODY_READAHEAD if until_ts is None else _BOUNDED_READAHEAD
@@ -579,7 +625,7 @@ def scan_range(
                     raise CorruptRecordError(f"a {header.size}-byte batch is cut short by the planned end")
                 buf, at = got
                 verify_crc(buf, at, header)
-                reached = decode_columns(
+                reached = decode(
                     buf,
                     at,
                     header,
@@ -590,9 +636,9 @@ def scan_range(
                     until_timestamp=until_ts,
                 )
                 from_ts = None
-                if len(out) >= rows_per_chunk:
+                if out.full(rows_per_chunk):
                     yield out
-                    out = RecordColumns()
+                    out = new_chunk()
                 if reached:
                     break
             position += header.size

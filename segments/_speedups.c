@@ -575,9 +575,353 @@ error:
     return NULL;
 }
 
+/* ---- a bounded reader of the msgpack subset a batch body uses, for the Arrow path ---- */
+
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+} Cursor;
+
+/* Each reader returns 1 and advances on success, 0 (cursor unspecified) on anything else. */
+
+static inline int
+take_be(Cursor *c, int n, unsigned long long *out)
+{
+    if (c->end - c->p < n)
+        return 0;
+    unsigned long long v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | c->p[i];
+    c->p += n;
+    *out = v;
+    return 1;
+}
+
+static int
+take_array_header(Cursor *c, Py_ssize_t *n)
+{
+    if (c->p >= c->end)
+        return 0;
+    unsigned char b = *c->p++;
+    unsigned long long v;
+    if ((b & 0xf0) == 0x90) {
+        *n = b & 0x0f;
+        return 1;
+    }
+    if (b == 0xdc && take_be(c, 2, &v)) {
+        *n = (Py_ssize_t)v;
+        return 1;
+    }
+    if (b == 0xdd && take_be(c, 4, &v)) {
+        *n = (Py_ssize_t)v;
+        return 1;
+    }
+    return 0;
+}
+
+static int
+take_nil(Cursor *c)
+{
+    if (c->p < c->end && *c->p == 0xc0) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Any msgpack integer that fits an int64 (a uint64 above 2**63-1 is refused). */
+static int
+take_int(Cursor *c, long long *out)
+{
+    if (c->p >= c->end)
+        return 0;
+    unsigned char b = *c->p++;
+    unsigned long long v;
+    if (b <= 0x7f) {
+        *out = b;
+        return 1;
+    }
+    if (b >= 0xe0) {
+        *out = (long long)(signed char)b;
+        return 1;
+    }
+    switch (b) {
+    case 0xcc: case 0xcd: case 0xce: case 0xcf: {
+        int n = 1 << (b - 0xcc);
+        if (!take_be(c, n, &v) || v > (unsigned long long)LLONG_MAX)
+            return 0;
+        *out = (long long)v;
+        return 1;
+    }
+    case 0xd0:
+        if (!take_be(c, 1, &v))
+            return 0;
+        *out = (long long)(int8_t)v;
+        return 1;
+    case 0xd1:
+        if (!take_be(c, 2, &v))
+            return 0;
+        *out = (long long)(int16_t)v;
+        return 1;
+    case 0xd2:
+        if (!take_be(c, 4, &v))
+            return 0;
+        *out = (long long)(int32_t)v;
+        return 1;
+    case 0xd3:
+        if (!take_be(c, 8, &v))
+            return 0;
+        *out = (long long)v;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* bin (0xc4-0xc6) or nil: *data NULL for nil. */
+static int
+take_bin_or_nil(Cursor *c, const unsigned char **data, Py_ssize_t *len)
+{
+    if (c->p >= c->end)
+        return 0;
+    unsigned char b = *c->p++;
+    unsigned long long n;
+    if (b == 0xc0) {
+        *data = NULL;
+        *len = 0;
+        return 1;
+    }
+    if (b < 0xc4 || b > 0xc6 || !take_be(c, 1 << (b - 0xc4), &n) || (unsigned long long)(c->end - c->p) < n)
+        return 0;
+    *data = c->p;
+    *len = (Py_ssize_t)n;
+    c->p += n;
+    return 1;
+}
+
+static int
+take_str(Cursor *c, const unsigned char **data, Py_ssize_t *len)
+{
+    if (c->p >= c->end)
+        return 0;
+    unsigned char b = *c->p++;
+    unsigned long long n;
+    if ((b & 0xe0) == 0xa0)
+        n = b & 0x1f;
+    else if (b < 0xd9 || b > 0xdb || !take_be(c, 1 << (b - 0xd9), &n))
+        return 0;
+    if ((unsigned long long)(c->end - c->p) < n)
+        return 0;
+    *data = c->p;
+    *len = (Py_ssize_t)n;
+    c->p += n;
+    return 1;
+}
+
+/*
+ * Appends the bin/nil column of `count` entries at the cursor: entries lo..hi-1 go to
+ * `offsets` (int32 end offsets, plus `base`), `data` and `valid` (one byte per row);
+ * all entries are checked. Returns the number of nulls among lo..hi-1, or -1.
+ */
+static Py_ssize_t
+take_binary_column(Cursor *c, Py_ssize_t count, Py_ssize_t lo, Py_ssize_t hi, long long base, PyObject **offsets,
+                   PyObject **data, PyObject **valid)
+{
+    Py_ssize_t n;
+    if (!take_array_header(c, &n) || n != count)
+        return -1;
+    /* Pass 1: sizes (and every entry checked). */
+    const unsigned char *start = c->p;
+    long long total = 0;
+    Py_ssize_t nulls = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const unsigned char *d;
+        Py_ssize_t len;
+        if (!take_bin_or_nil(c, &d, &len))
+            return -1;
+        if (i >= lo && i < hi) {
+            total += len;
+            nulls += d == NULL;
+        }
+    }
+    if (base + total > INT32_MAX)
+        return -1; /* the caller starts a new chunk (Arrow binary offsets are int32) */
+    *offsets = PyBytes_FromStringAndSize(NULL, (hi - lo) * 4);
+    *data = PyBytes_FromStringAndSize(NULL, total);
+    *valid = nulls ? PyBytes_FromStringAndSize(NULL, hi - lo) : (Py_INCREF(Py_None), Py_None);
+    if (*offsets == NULL || *data == NULL || *valid == NULL)
+        return -1;
+    Cursor again = {start, c->end};
+    int32_t *off = (int32_t *)PyBytes_AS_STRING(*offsets);
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(*data);
+    unsigned char *ok = nulls ? (unsigned char *)PyBytes_AS_STRING(*valid) : NULL;
+    long long at = base;
+    for (Py_ssize_t i = 0; i < hi; i++) {
+        const unsigned char *d;
+        Py_ssize_t len;
+        take_bin_or_nil(&again, &d, &len); /* succeeded in pass 1 */
+        if (i < lo)
+            continue;
+        memcpy(out, d == NULL ? out : d, (size_t)len);
+        out += len;
+        at += len;
+        off[i - lo] = (int32_t)at;
+        if (ok)
+            ok[i - lo] = d != NULL;
+    }
+    return nulls;
+}
+
+/*
+ * arrow_batch(buf, body_start, body_end, count, last_offset_delta, base_ts, max_ts, log_append,
+ *             lo, hi, keys_base, values_base)
+ *   -> (timestamps, key_offsets, key_data, key_valid, value_offsets, value_data, value_valid, headers)
+ *      | None
+ *
+ * The records lo..hi-1 of a batch body (dense offsets: a nil offset column) as column buffers
+ * for Arrow: int64 millisecond timestamps, int32 binary end offsets (plus keys_base /
+ * values_base, the data bytes already in the chunk), the bytes, one validity byte per row
+ * (None when no row is null), and the headers as a list of tuples (None when the column is
+ * nil). The whole body is checked as batch._body_columns does; None for anything else
+ * (including a body that is fine but not dense), so the Python path decides.
+ */
+static PyObject *
+arrow_batch(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t body_start, body_end, count, lo, hi;
+    long long last_offset_delta, base_ts, max_ts, keys_base, values_base;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "y*nnnLLLpnnLL", &view, &body_start, &body_end, &count, &last_offset_delta, &base_ts,
+                          &max_ts, &log_append, &lo, &hi, &keys_base, &values_base))
+        return NULL;
+    PyObject *ts = NULL, *ko = NULL, *kd = NULL, *kv = NULL, *vo = NULL, *vd = NULL, *vv = NULL, *headers = NULL;
+    PyObject *result = NULL;
+    if (body_start < 0 || body_start > body_end || body_end > view.len || count < 1 || lo < 0 || lo >= hi ||
+        hi > count || last_offset_delta != count - 1 || base_ts < 0 || max_ts < base_ts || keys_base < 0 ||
+        values_base < 0)
+        goto fallback;
+    Cursor c = {(const unsigned char *)view.buf + body_start, (const unsigned char *)view.buf + body_end};
+    Py_ssize_t n;
+    if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
+        goto fallback;
+
+    /* Timestamps: nil, or `count` ints within the header's range whose largest is its max. */
+    ts = PyBytes_FromStringAndSize(NULL, (hi - lo) * 8);
+    if (ts == NULL)
+        goto error;
+    long long *out_ts = (long long *)PyBytes_AS_STRING(ts);
+    if (take_nil(&c)) {
+        if (!log_append && max_ts != base_ts)
+            goto fallback;
+        long long fixed = log_append ? max_ts : base_ts;
+        for (Py_ssize_t i = lo; i < hi; i++)
+            out_ts[i - lo] = fixed;
+    }
+    else {
+        if (!take_array_header(&c, &n) || n != count)
+            goto fallback;
+        long long top = max_ts - base_ts, highest = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            long long d;
+            if (!take_int(&c, &d))
+                goto fallback;
+            if (!log_append && (d < -base_ts || d > top))
+                goto fallback;
+            if (i == 0 || d > highest)
+                highest = d;
+            if (i >= lo && i < hi)
+                out_ts[i - lo] = log_append ? max_ts : base_ts + d;
+        }
+        if (!log_append && highest != top)
+            goto fallback;
+    }
+
+    if (take_binary_column(&c, count, lo, hi, keys_base, &ko, &kd, &kv) < 0 ||
+        take_binary_column(&c, count, lo, hi, values_base, &vo, &vd, &vv) < 0) {
+        if (PyErr_Occurred())
+            goto error;
+        goto fallback;
+    }
+
+    if (take_nil(&c)) {
+        headers = Py_None;
+        Py_INCREF(headers);
+    }
+    else {
+        if (!take_array_header(&c, &n) || n != count)
+            goto fallback;
+        headers = PyList_New(hi - lo);
+        if (headers == NULL)
+            goto error;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            Py_ssize_t pairs;
+            if (!take_array_header(&c, &pairs) || pairs > (c.end - c.p))
+                goto fallback;
+            PyObject *tuple = i >= lo && i < hi ? PyTuple_New(pairs) : NULL;
+            if (i >= lo && i < hi && tuple == NULL)
+                goto error;
+            for (Py_ssize_t j = 0; j < pairs; j++) {
+                Py_ssize_t two, key_len, value_len;
+                const unsigned char *key, *value;
+                if (!take_array_header(&c, &two) || two != 2 || !take_str(&c, &key, &key_len) ||
+                    !take_bin_or_nil(&c, &value, &value_len) || value == NULL) {
+                    Py_XDECREF(tuple);
+                    goto fallback;
+                }
+                PyObject *name = PyUnicode_DecodeUTF8((const char *)key, key_len, NULL);
+                if (name == NULL) {
+                    PyErr_Clear(); /* not UTF-8: the Python path reports it */
+                    Py_XDECREF(tuple);
+                    goto fallback;
+                }
+                if (tuple == NULL) {
+                    Py_DECREF(name);
+                    continue;
+                }
+                PyObject *bin = PyBytes_FromStringAndSize((const char *)value, value_len);
+                PyObject *pair = bin == NULL ? NULL : PyTuple_Pack(2, name, bin);
+                Py_DECREF(name);
+                Py_XDECREF(bin);
+                if (pair == NULL) {
+                    Py_DECREF(tuple);
+                    goto error;
+                }
+                PyTuple_SET_ITEM(tuple, j, pair);
+            }
+            if (tuple != NULL)
+                PyList_SET_ITEM(headers, i - lo, tuple);
+        }
+    }
+    if (c.p != c.end)
+        goto fallback; /* trailing bytes after the five columns */
+    result = PyTuple_Pack(8, ts, ko, kd, kv, vo, vd, vv, headers);
+    goto done;
+
+fallback:
+    PyErr_Clear();
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(ts);
+    Py_XDECREF(ko);
+    Py_XDECREF(kd);
+    Py_XDECREF(kv);
+    Py_XDECREF(vo);
+    Py_XDECREF(vd);
+    Py_XDECREF(vv);
+    Py_XDECREF(headers);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_body", encode_body, METH_VARARGS, "The msgpack body of a batch of valid records, or None."},
     {"range_ok", range_ok, METH_VARARGS, "Whether records lo..hi-1 of checked-length columns pass FORMAT.md 2.3 rule 8."},
+    {"arrow_batch", arrow_batch, METH_VARARGS, "The records of a dense batch body as Arrow column buffers, or None."},
     {"build_records", build_records, METH_VARARGS, "The Records of entries lo..hi-1 of checked columns."},
     {NULL, NULL, 0, NULL},
 };

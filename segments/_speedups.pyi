@@ -32,3 +32,21 @@ def build_records(
     fixed_timestamp: int,
     /,
 ) -> list[Record] | None: ...
+def arrow_batch(
+    buf: bytes | bytearray | memoryview,
+    body_start: int,
+    body_end: int,
+    count: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    log_append_time: bool,
+    lo: int,
+    hi: int,
+    keys_base: int,
+    values_base: int,
+    /,
+) -> (
+    tuple[bytes, bytes, bytes, bytes | None, bytes, bytes, bytes | None, list[tuple[tuple[str, bytes], ...]] | None]
+    | None
+): ...

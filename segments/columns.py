@@ -2,7 +2,10 @@
 
 Owns: :class:`RecordColumns` (records of one partition as parallel column
 lists) and :func:`decode_columns`, which decodes one batch body straight into
-those lists with no per-record ``Record`` object. ``segments.batch`` stays the
+those lists with no per-record ``Record`` object; :class:`ColumnBuffers` (the
+same records as raw column buffers, the layout Arrow uses) and
+:func:`decode_buffers`, which fills them with no per-record Python object at
+all when the C module ``segments._speedups`` is built. ``segments.batch`` stays the
 owner of the format and of the body checks (``docs/FORMAT.md`` §2.3, rule 8):
 :func:`segments.batch.body_columns` unpacks and checks a body as five columns,
 and this module trims and appends them.
@@ -13,23 +16,35 @@ decode time (``research/spark.md`` §3: decoding dominates a Spark scan of
 seglog). The body already is columns (format v2), so here every step is a
 C-level ``map``/``list.extend`` over a whole batch.
 
+Why buffers too: the Spark source spent most of its Python time creating a
+``bytes`` object per key and value (msgpack) and then copying each into Arrow
+(``pa.array``); the C reader copies each key and value once, straight from the
+body into the buffer Arrow wraps (docs/PERFORMANCE.md, "The C fast path").
+
 Must not import: ``engine`` or ``tools``, and no I/O module (plain functions over bytes).
 """
 
 from __future__ import annotations
 
+import sys
+from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import accumulate, groupby, repeat
 from operator import add
 from typing import Final
 
-from segments.batch import TIMESTAMP_TYPE_BIT, BatchHeader, body_columns
+from segments import batch as _batch
+from segments.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, body_columns
 from segments.records import Header
 
-__all__ = ["RecordColumns", "decode_columns"]
+__all__ = ["BinaryBuffers", "ColumnBuffers", "RecordColumns", "decode_buffers", "decode_columns"]
 
 _INT64_MAX: Final = 2**63 - 1
+# A chunk of ColumnBuffers is handed on before its key or value bytes reach this: Arrow's binary
+# offsets are int32, and one more batch (at most a segment, 1 GiB by default) must still fit.
+MAX_CHUNK_DATA_BYTES: Final = 512 << 20
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"  # the C reader writes native order; Arrow wants little
 
 
 @dataclass(slots=True)
@@ -51,6 +66,131 @@ class RecordColumns:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def full(self, rows_per_chunk: int) -> bool:
+        """Whether a reader should hand this chunk on (it holds ``rows_per_chunk`` rows)."""
+        return len(self.offsets) >= rows_per_chunk
+
+
+@dataclass(slots=True)
+class BinaryBuffers:
+    """A binary column as Arrow lays it out, in pieces: int32 end offsets, bytes, validity bytes.
+
+    ``offsets`` pieces hold each row's end offset (native-endian int32) counted
+    from the start of the chunk's data; ``valid`` pieces hold one byte per row
+    (1: a value, 0: null) or ``None`` for a piece without nulls.
+    """
+
+    offsets: list[bytes] = field(default_factory=list)
+    data: list[bytes] = field(default_factory=list)
+    valid: list[bytes | None] = field(default_factory=list)
+    nbytes: int = 0
+    null_count: int = 0
+
+    def flags(self) -> bytes:
+        """One byte per row of the whole column: 1 for a value, 0 for null."""
+        pieces = zip(self.valid, self.offsets, strict=True)
+        return b"".join(v if v is not None else b"\x01" * (len(ends) // 4) for v, ends in pieces)
+
+    def append_values(self, values: list[bytes | None]) -> None:
+        """Append a column of Python values (the path without the C module, and its fallback)."""
+        lengths = [0 if v is None else len(v) for v in values]
+        self.offsets.append(array("i", accumulate(lengths, initial=self.nbytes))[1:].tobytes())
+        nulls = values.count(None)
+        self.data.append(b"".join([v for v in values if v is not None]) if nulls else b"".join(values))  # type: ignore[arg-type]
+        self.valid.append(bytes([v is not None for v in values]) if nulls else None)
+        self.nbytes += sum(lengths)
+        self.null_count += nulls
+
+
+@dataclass(slots=True)
+class ColumnBuffers:
+    """Records of one topic-partition as column buffers, in offset order (for Arrow, without Python rows).
+
+    ``offset_runs`` are ``(first offset, count)`` runs of consecutive offsets;
+    ``timestamps`` pieces are native-endian int64 milliseconds (with
+    LogAppendTime, the batch's max timestamp); ``timestamp_types`` are
+    ``(type, count)`` runs of Kafka's ``timestampType`` (0 CreateTime, 1
+    LogAppendTime); ``headers`` is one tuple per row, or ``None`` while no row
+    read so far has a header. Not thread-safe: one reader fills it, then hands it on.
+    """
+
+    rows: int = 0
+    offset_runs: list[tuple[int, int]] = field(default_factory=list)
+    timestamps: list[bytes] = field(default_factory=list)
+    timestamp_types: list[tuple[int, int]] = field(default_factory=list)
+    keys: BinaryBuffers = field(default_factory=BinaryBuffers)
+    values: BinaryBuffers = field(default_factory=BinaryBuffers)
+    headers: list[tuple[Header, ...]] | None = None
+    max_data_bytes: int = MAX_CHUNK_DATA_BYTES  # key + value bytes at which a reader hands the chunk on
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def full(self, rows_per_chunk: int) -> bool:
+        """Whether a reader should hand this chunk on: ``rows_per_chunk`` rows or ``max_data_bytes`` of keys and values.
+
+        Never later than :data:`MAX_CHUNK_DATA_BYTES` in either column (Arrow's binary offsets are int32).
+        """
+        data = self.keys.nbytes + self.values.nbytes
+        return self.rows >= rows_per_chunk or data >= min(self.max_data_bytes, MAX_CHUNK_DATA_BYTES)
+
+    def _add_types(self, timestamp_type: int, n: int) -> None:
+        runs = self.timestamp_types
+        if runs and runs[-1][0] == timestamp_type:
+            runs[-1] = (timestamp_type, runs[-1][1] + n)
+        else:
+            runs.append((timestamp_type, n))
+
+    def _add_run(self, first: int, n: int) -> None:
+        runs = self.offset_runs
+        if runs and runs[-1][0] + runs[-1][1] == first:
+            runs[-1] = (runs[-1][0], runs[-1][1] + n)
+        else:
+            runs.append((first, n))
+
+    def _add_headers(self, headers: list[tuple[Header, ...]] | None, n: int) -> None:
+        if headers is not None and self.headers is None and any(headers):
+            self.headers = [()] * self.rows  # the first row with headers: the rows before have none
+        if self.headers is not None:
+            self.headers.extend(headers if headers is not None else repeat((), n))
+
+    def append_columns(self, cols: RecordColumns) -> None:
+        """Append the rows of ``cols`` (the Python path)."""
+        n = len(cols)
+        if n == 0:
+            return
+        self._add_headers(cols.headers, n)
+        self.timestamps.append(array("q", cols.timestamps).tobytes())
+        self.keys.append_values(cols.keys)
+        self.values.append_values(cols.values)
+        for kind, group in groupby(cols.timestamp_types):
+            self._add_types(kind, sum(1 for _ in group))
+        if cols.offsets[-1] - cols.offsets[0] == n - 1:  # consecutive (offsets only increase)
+            self._add_run(cols.offsets[0], n)
+        else:
+            for offset in cols.offsets:
+                self._add_run(offset, 1)
+        self.rows += n
+
+    def to_columns(self) -> RecordColumns:
+        """The same rows as a :class:`RecordColumns` (tests and small readers)."""
+        out = RecordColumns()
+        for first, n in self.offset_runs:
+            out.offsets.extend(range(first, first + n))
+        out.timestamps.extend(array("q", b"".join(self.timestamps)))
+        for kind, n in self.timestamp_types:
+            out.timestamp_types.extend(repeat(kind, n))
+        for column, target in ((self.keys, out.keys), (self.values, out.values)):
+            ends = array("i", b"".join(column.offsets))
+            data = b"".join(column.data)
+            valid = column.flags()
+            start = 0
+            for i, end in enumerate(ends):
+                target.append(data[start:end] if valid[i] else None)
+                start = end
+        out.headers.extend(self.headers if self.headers is not None else repeat((), self.rows))
+        return out
 
 
 def decode_columns(
@@ -143,3 +283,62 @@ def _first_at_least(header: BatchHeader, record_ts: tuple[int, ...] | None, boun
         if ts >= bound:
             return i
     return header.record_count  # pragma: no cover - max_timestamp >= bound guarantees a hit
+
+
+def decode_buffers(
+    buf: bytes | bytearray | memoryview,
+    position: int,
+    header: BatchHeader,
+    out: ColumnBuffers,
+    *,
+    start_offset: int = 0,
+    end_offset: int = _INT64_MAX,
+    from_timestamp: int | None = None,
+    until_timestamp: int | None = None,
+) -> bool:
+    """:func:`decode_columns` into :class:`ColumnBuffers`: the same rows, checks, bounds and result.
+
+    With the C module, a batch with dense offsets and no timestamp bound is
+    read straight into the buffers; every other batch (and every batch
+    without the C module) goes through :func:`decode_columns`.
+
+    Raises:
+        CorruptRecordError: as :func:`decode_columns`.
+    """
+    fast = _batch._fast
+    if fast is not None and from_timestamp is None and until_timestamp is None and _LITTLE_ENDIAN:
+        base, count = header.base_offset, header.record_count
+        lo = max(0, start_offset - base)  # dense offsets (the C reader checks): offset = base + index
+        hi = min(count, end_offset - base)
+        if lo < hi:
+            log_append = bool(header.attributes & TIMESTAMP_TYPE_BIT)
+            got = fast.arrow_batch(
+                buf, position + HEADER_SIZE, position + LOG_OVERHEAD + header.batch_length, count,
+                header.last_offset_delta, header.base_timestamp, header.max_timestamp, log_append, lo, hi,
+                out.keys.nbytes, out.values.nbytes,
+            )
+            if got is not None:
+                timestamps, key_ends, key_data, key_valid, value_ends, value_data, value_valid, headers = got
+                n = hi - lo
+                out._add_headers(headers, n)
+                out.timestamps.append(timestamps)
+                for column, ends, data, valid in (
+                    (out.keys, key_ends, key_data, key_valid),
+                    (out.values, value_ends, value_data, value_valid),
+                ):
+                    column.offsets.append(ends)
+                    column.data.append(data)
+                    column.valid.append(valid)
+                    column.nbytes += len(data)
+                    column.null_count += 0 if valid is None else valid.count(0)
+                out._add_run(base + lo, n)
+                out._add_types(1 if log_append else 0, n)
+                out.rows += n
+                return False
+    cols = RecordColumns()
+    reached = decode_columns(
+        buf, position, header, cols, start_offset=start_offset, end_offset=end_offset,
+        from_timestamp=from_timestamp, until_timestamp=until_timestamp,
+    )
+    out.append_columns(cols)
+    return reached

@@ -109,16 +109,27 @@ def make_partition(
     return list(enumerate(timestamps))
 
 
+def _extend(out: RecordColumns, chunk: RecordColumns) -> None:
+    out.offsets += chunk.offsets
+    out.timestamps += chunk.timestamps
+    out.keys += chunk.keys
+    out.values += chunk.values
+    out.headers += chunk.headers
+    out.timestamp_types += chunk.timestamp_types
+
+
 def read_all(plan: scan.PartitionPlan, trace: scan.TraceHook | None = None) -> RecordColumns:
+    """Every row of ``plan`` through scan_range; scan_range_buffers (the Spark path) must give the same rows."""
     out = RecordColumns()
     for r in plan.ranges:
         for chunk in scan.scan_range(r, rows_per_chunk=7, trace=trace):
-            out.offsets += chunk.offsets
-            out.timestamps += chunk.timestamps
-            out.keys += chunk.keys
-            out.values += chunk.values
-            out.headers += chunk.headers
-            out.timestamp_types += chunk.timestamp_types
+            _extend(out, chunk)
+    same = RecordColumns()
+    for r in plan.ranges:
+        for buffers in scan.scan_range_buffers(r, rows_per_chunk=7, max_chunk_bytes=40):
+            assert len(buffers) > 0
+            _extend(same, buffers.to_columns())
+    assert same == out
     return out
 
 
@@ -389,3 +400,36 @@ async def test_reads_beside_a_running_engine_see_exactly_what_was_appended(tmp_p
                 range(log.log_end_offset - 7, log.log_end_offset)
             )
         assert len(log.segment_base_offsets()) > 2
+
+
+@pytest.mark.parametrize("c_module", [True, False], ids=["c", "python"])
+@pytest.mark.parametrize("log_append_time", [None, 1_700_000_000_123])
+def test_column_buffers_hold_the_rows_of_scan_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_module: bool, log_append_time: int | None
+) -> None:
+    # Null keys and values, empty values, headers on some rows, a batch of one, big values, and a
+    # chunk byte cap smaller than one batch: the buffers must hold exactly scan_range's rows.
+    import segments.batch as batch_module
+
+    if not c_module:
+        monkeypatch.setattr(batch_module, "_fast", None)
+    batches = [
+        [Record(None, None, 10), Record(b"", b"k", 11), Record(b"v" * 3000, None, 12, (("a", b"1"), ("b", b"")))],
+        [Record(b"x", b"y", 13)],
+        [Record(b"v%d" % i, b"k%d" % (i % 4) if i % 5 else None, 14 + i % 3) for i in range(50)],
+    ]
+    directory = tmp_path / "t-0"
+    write_segment(directory, 0, batches, interval=64, log_append_time=log_append_time)
+    plan = scan.plan_partition(str(tmp_path), "t", 0, scan.Bounds(1, scan.NO_END))
+    expected = RecordColumns()
+    for r in plan.ranges:
+        for chunk in scan.scan_range(r):
+            _extend(expected, chunk)
+    for max_bytes in (1, 100, 1 << 20):
+        got = RecordColumns()
+        for r in plan.ranges:
+            for buffers in scan.scan_range_buffers(r, max_chunk_bytes=max_bytes):
+                _extend(got, buffers.to_columns())
+        assert got == expected
+    assert expected.offsets == list(range(1, 54))
+    assert expected.keys[:2] == [b"k", None] and expected.values[1] == b"v" * 3000

@@ -26,6 +26,9 @@ def test_defaults_follow_the_kafka_source() -> None:
     stream = parse_read_options({"path": "d"}, streaming=True)
     assert (batch.starting.default, batch.ending.default, stream.starting.default) == (EARLIEST, LATEST, LATEST)
     assert batch.topics is None and batch.selects("anything") and batch.timestamp_pushdown == "offsets"
+    assert (batch.rows_per_batch, batch.bytes_per_batch) == (262_144, 64 << 20)
+    small = parse_read_options({"path": "d", "rowsperbatch": "10", "bytesperbatch": "4096"}, streaming=False)
+    assert (small.rows_per_batch, small.bytes_per_batch) == (10, 4096)
 
 
 def test_offsets_json_timestamps_and_topics() -> None:
@@ -50,6 +53,8 @@ def test_offsets_json_timestamps_and_topics() -> None:
         ({"path": "d", "startingoffsets": '{"a":{"x":1}}'}, "not int -> int"),
         ({"path": "d", "endingoffsets": "earliest"}, "not allowed"),
         ({"path": "d", "maxoffsetspertrigger": "0"}, "at least 1"),
+        ({"path": "d", "bytesperbatch": "0"}, "bytesPerBatch=0 must be at least 1"),
+        ({"path": "d", "rowsperbatch": "many"}, "rowsPerBatch='many' is not an integer"),
         ({"path": "d", "timestamppushdown": "maybe"}, "offsets, start, none"),
         ({"path": "d", "subscribepattern": "("}, "regular expression"),
     ],

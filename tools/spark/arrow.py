@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
-from itertools import accumulate, chain
+from itertools import accumulate, chain, repeat
 from typing import Any, Final
 
 import pyarrow as pa
@@ -32,9 +32,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from engine.scan import RecordColumns
+from engine.scan import ColumnBuffers, RecordColumns
+from segments.columns import BinaryBuffers
 
-__all__ = ["SCHEMA", "SCHEMA_DDL", "arrow_schema", "batch_rows", "columns_to_batch"]
+__all__ = ["SCHEMA", "SCHEMA_DDL", "arrow_schema", "batch_rows", "buffers_to_batch", "columns_to_batch"]
 
 SCHEMA_DDL: Final = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -82,6 +83,48 @@ def columns_to_batch(topic: str, partition: int, cols: RecordColumns) -> pa.Reco
         _headers_array(cols.headers, schema.field("headers").type),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def buffers_to_batch(topic: str, partition: int, chunk: ColumnBuffers) -> pa.RecordBatch:
+    """:func:`columns_to_batch` for :class:`~engine.scan.ColumnBuffers`: Arrow wraps the buffers (one join each)."""
+    schema = arrow_schema()
+    n = chunk.rows
+    millis = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(b"".join(chunk.timestamps))])
+    arrays = [
+        _binary_array(chunk.keys, n),
+        _binary_array(chunk.values, n),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        _offset_runs_array(chunk.offset_runs),
+        pc.multiply(millis, _US_PER_MS).cast(schema.field("timestamp").type),
+        _type_runs_array(chunk.timestamp_types),
+        _headers_array(chunk.headers if chunk.headers is not None else [()] * n, schema.field("headers").type),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _binary_array(column: BinaryBuffers, n: int) -> pa.Array:
+    ends = pa.py_buffer(b"\0\0\0\0" + b"".join(column.offsets))  # Arrow's offsets start with the 0 of row 0
+    data = pa.py_buffer(b"".join(column.data))
+    validity = None
+    if column.null_count:
+        flags = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(column.flags())])
+        validity = pc.not_equal(flags, 0).buffers()[1]  # the bit-packed form of the 0/1 bytes
+    return pa.Array.from_buffers(pa.binary(), n, [validity, ends, data], null_count=column.null_count)
+
+
+def _offset_runs_array(runs: list[tuple[int, int]]) -> pa.Array:
+    if len(runs) == 1:  # consecutive offsets (a log without compaction): a C-level running sum
+        first, n = runs[0]
+        return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=first - 1)
+    return pa.array(list(chain.from_iterable(range(first, first + n) for first, n in runs)), pa.int64())
+
+
+def _type_runs_array(runs: list[tuple[int, int]]) -> pa.Array:
+    if len(runs) == 1:
+        kind, n = runs[0]
+        return pa.repeat(pa.scalar(kind, pa.int32()), n)
+    return pa.array(list(chain.from_iterable(repeat(kind, n) for kind, n in runs)), pa.int32())
 
 
 def _offsets_array(offsets: list[int]) -> pa.Array:

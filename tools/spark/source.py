@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from engine import scan
-from tools.spark.arrow import SCHEMA, columns_to_batch
+from tools.spark.arrow import SCHEMA, buffers_to_batch
 from tools.spark.options import (
     EARLIEST,
     LATEST,
@@ -237,8 +237,11 @@ def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.
     if segment_range is None:  # Spark turns an empty partition list into one InputPartition(None)
         return
     trace = scan.append_trace(opts.trace_file) if opts.trace_file else None
-    for cols in scan.scan_range(segment_range, rows_per_chunk=opts.rows_per_batch, trace=trace):
-        yield columns_to_batch(segment_range.topic, segment_range.partition, cols)
+    chunks = scan.scan_range_buffers(
+        segment_range, rows_per_chunk=opts.rows_per_batch, max_chunk_bytes=opts.bytes_per_batch, trace=trace
+    )
+    for chunk in chunks:
+        yield buffers_to_batch(segment_range.topic, segment_range.partition, chunk)
 
 
 class SeglogReader(DataSourceReader):
