@@ -40,6 +40,7 @@ from engine.config import LogConfig
 from engine.engine import Engine
 from engine.runner import run
 from segments.records import Record
+from tools.spark.options import DEFAULT_ROWS_PER_BATCH
 
 BASE_TS = 1_700_000_000_000
 
@@ -103,7 +104,9 @@ def floor_source() -> Any:
 
 
 def write_floor_files(parquet_dir: Path, floor_dir: Path, parts: int) -> None:
-    """The exported rows as ``parts`` Arrow IPC files in the seglog source's schema, 65,536-row batches."""
+    """The exported rows as ``parts`` Arrow IPC files in the seglog source's schema, in batches of the
+    seglog source's default size (``rowsPerBatch``), so that the floor pays Spark's per-batch cost as
+    often as the source does."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -115,7 +118,7 @@ def write_floor_files(parquet_dir: Path, floor_dir: Path, parts: int) -> None:
     for i in range(parts):
         part = table.slice(i * step, step)
         with pa.OSFile(str(floor_dir / f"part-{i:04d}.arrow"), "wb") as sink, pa.ipc.new_file(sink, part.schema) as w:
-            for batch in part.to_batches(max_chunksize=65_536):
+            for batch in part.to_batches(max_chunksize=DEFAULT_ROWS_PER_BATCH):
                 w.write_batch(batch)
 
 
@@ -155,7 +158,7 @@ def main() -> int:
         assert spark.read.parquet(str(parquet_dir)).count() == rows
 
         parts = read_seglog(spark, str(log_dir)).rdd.getNumPartitions()
-        floor_dir = work / f"floor-{parts}"
+        floor_dir = work / f"floor-{parts}-{DEFAULT_ROWS_PER_BATCH}"
         if not floor_dir.exists():
             write_floor_files(parquet_dir, floor_dir, parts)
         spark.dataSource.register(floor_source())

@@ -576,6 +576,7 @@ def scan_range_buffers(
 class _Chunk(Protocol):
     def __len__(self) -> int: ...
     def full(self, rows_per_chunk: int) -> bool: ...
+    def room_for(self, batch_size: int) -> bool: ...
 
 
 _C = TypeVar("_C", bound=_Chunk)
@@ -625,6 +626,9 @@ def _scan(
                     raise CorruptRecordError(f"a {header.size}-byte batch is cut short by the planned end")
                 buf, at = got
                 verify_crc(buf, at, header)
+                if len(out) and not out.room_for(header.size):
+                    yield out  # a batch is never split: it starts the next chunk (Arrow's int32 offsets)
+                    out = new_chunk()
                 reached = decode(
                     buf,
                     at,

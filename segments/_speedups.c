@@ -744,8 +744,8 @@ take_binary_column(Cursor *c, Py_ssize_t count, Py_ssize_t lo, Py_ssize_t hi, lo
             nulls += d == NULL;
         }
     }
-    if (base + total > INT32_MAX)
-        return -1; /* the caller starts a new chunk (Arrow binary offsets are int32) */
+    if (total > INT32_MAX - base)
+        return -1; /* past Arrow's int32 binary offsets (base <= INT32_MAX: arrow_batch checks) */
     *offsets = PyBytes_FromStringAndSize(NULL, (hi - lo) * 4);
     *data = PyBytes_FromStringAndSize(NULL, total);
     *valid = nulls ? PyBytes_FromStringAndSize(NULL, hi - lo) : (Py_INCREF(Py_None), Py_None);
@@ -799,8 +799,9 @@ arrow_batch(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     if (body_start < 0 || body_start > body_end || body_end > view.len || count < 1 || lo < 0 || lo >= hi ||
         hi > count || last_offset_delta != count - 1 || base_ts < 0 || max_ts < base_ts || keys_base < 0 ||
-        values_base < 0)
-        goto fallback;
+        keys_base > INT32_MAX || values_base < 0 || values_base > INT32_MAX ||
+        count > (body_end - body_start - 6) / 2)
+        goto fallback; /* the last: FORMAT.md 2.2, count * 2 + 6 <= body bytes, bounds every allocation below */
     Cursor c = {(const unsigned char *)view.buf + body_start, (const unsigned char *)view.buf + body_end};
     Py_ssize_t n;
     if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
@@ -856,8 +857,8 @@ arrow_batch(PyObject *self, PyObject *args)
             goto error;
         for (Py_ssize_t i = 0; i < count; i++) {
             Py_ssize_t pairs;
-            if (!take_array_header(&c, &pairs) || pairs > (c.end - c.p))
-                goto fallback;
+            if (!take_array_header(&c, &pairs) || pairs > (c.end - c.p) / 4)
+                goto fallback; /* a pair takes 4 bytes or more (92 a0 c4 00): bounds PyTuple_New */
             PyObject *tuple = i >= lo && i < hi ? PyTuple_New(pairs) : NULL;
             if (i >= lo && i < hi && tuple == NULL)
                 goto error;

@@ -41,8 +41,9 @@ from segments.records import Header
 __all__ = ["BinaryBuffers", "ColumnBuffers", "RecordColumns", "decode_buffers", "decode_columns"]
 
 _INT64_MAX: Final = 2**63 - 1
-# A chunk of ColumnBuffers is handed on before its key or value bytes reach this: Arrow's binary
-# offsets are int32, and one more batch (at most a segment, 1 GiB by default) must still fit.
+_INT32_MAX: Final = 2**31 - 1  # Arrow's binary offsets are int32: a chunk's keys (or values) stay below this
+# A chunk of ColumnBuffers is handed on once its key and value bytes reach this (a cap on memory);
+# a batch can hold up to 2 GiB, so the int32 limit is kept by ColumnBuffers.room_for, not by this.
 MAX_CHUNK_DATA_BYTES: Final = 512 << 20
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"  # the C reader writes native order; Arrow wants little
 
@@ -70,6 +71,10 @@ class RecordColumns:
     def full(self, rows_per_chunk: int) -> bool:
         """Whether a reader should hand this chunk on (it holds ``rows_per_chunk`` rows)."""
         return len(self.offsets) >= rows_per_chunk
+
+    def room_for(self, batch_size: int) -> bool:
+        """Whether a batch of ``batch_size`` bytes can be added (always: lists have no size limit)."""
+        return True
 
 
 @dataclass(slots=True)
@@ -130,10 +135,19 @@ class ColumnBuffers:
     def full(self, rows_per_chunk: int) -> bool:
         """Whether a reader should hand this chunk on: ``rows_per_chunk`` rows or ``max_data_bytes`` of keys and values.
 
-        Never later than :data:`MAX_CHUNK_DATA_BYTES` in either column (Arrow's binary offsets are int32).
+        Never later than :data:`MAX_CHUNK_DATA_BYTES` (Arrow's int32 offsets are kept by :meth:`room_for`).
         """
         data = self.keys.nbytes + self.values.nbytes
         return self.rows >= rows_per_chunk or data >= min(self.max_data_bytes, MAX_CHUNK_DATA_BYTES)
+
+    def room_for(self, batch_size: int) -> bool:
+        """Whether a batch of ``batch_size`` bytes surely fits: its keys or values cannot push a column past 2 GiB.
+
+        An empty chunk takes any batch (a batch is at most 2 GiB, header included). A
+        reader hands a chunk on before a batch it has no room for: :func:`decode_buffers`
+        cannot split a batch between chunks.
+        """
+        return self.rows == 0 or max(self.keys.nbytes, self.values.nbytes) + batch_size <= _INT32_MAX
 
     def _add_types(self, timestamp_type: int, n: int) -> None:
         runs = self.timestamp_types
@@ -304,6 +318,8 @@ def decode_buffers(
 
     Raises:
         CorruptRecordError: as :func:`decode_columns`.
+        OverflowError: ``out`` has no room for the batch's keys or values (check
+            :meth:`ColumnBuffers.room_for` first).
     """
     fast = _batch._fast
     if fast is not None and from_timestamp is None and until_timestamp is None and _LITTLE_ENDIAN:

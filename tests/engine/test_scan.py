@@ -24,7 +24,7 @@ from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, format_checkpoint
 from engine.errors import CorruptRecordError
 from indexes import OffsetIndex, TimeIndex
 from segments.batch import HEADER_SIZE, TimestampType, decode_batch, encode_batch, read_header
-from segments.columns import RecordColumns, decode_columns
+from segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
 from segments.records import Record
 
 INDEX_BYTES = 4096
@@ -433,3 +433,33 @@ def test_column_buffers_hold_the_rows_of_scan_range(
         assert got == expected
     assert expected.offsets == list(range(1, 54))
     assert expected.keys[:2] == [b"k", None] and expected.values[1] == b"v" * 3000
+
+
+@pytest.mark.parametrize("c_module", [True, False], ids=["c", "python"])
+def test_a_batch_that_could_pass_2_gib_of_values_starts_a_new_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_module: bool
+) -> None:
+    # Arrow's binary offsets are int32 and a batch may hold up to 2 GiB (max_message_bytes up to
+    # INT_MAX), far more than the byte cap leaves room for: a chunk must be handed on before a batch
+    # that might not fit, never fail inside decode_buffers. Values "held" are faked (nbytes only), and
+    # the cap is lifted so that it does not hand the chunk on first.
+    import segments.batch as batch_module
+    import segments.columns as columns_module
+
+    if not c_module:
+        monkeypatch.setattr(batch_module, "_fast", None)
+    monkeypatch.setattr(columns_module, "MAX_CHUNK_DATA_BYTES", 2**40)
+    write_segment(tmp_path / "t-0", 0, [[Record(b"a" * 10, None, 5)], [Record(b"b" * 200, None, 6)]])
+    def decode(*args: object, **kwargs: object) -> bool:
+        out = args[3]
+        assert isinstance(out, ColumnBuffers)
+        reached = decode_buffers(*args, **kwargs)  # type: ignore[arg-type]
+        if out.rows == 1:
+            out.values.nbytes += 2**31 - 150  # as if the first batch had been ~2 GiB of values
+        return reached
+
+    monkeypatch.setattr(scan, "decode_buffers", decode)
+    (r,) = scan.plan_partition(str(tmp_path), "t", 0).ranges
+    chunks = list(scan.scan_range_buffers(r, max_chunk_bytes=2**40))
+    assert [c.rows for c in chunks] == [1, 1]
+    assert chunks[1].to_columns().values == [b"b" * 200]

@@ -11,6 +11,7 @@ trailing bytes, bad UTF-8, headers of every shape), behind a valid CRC.
 from __future__ import annotations
 
 import struct
+from array import array
 
 import google_crc32c
 import msgpack
@@ -185,3 +186,40 @@ def test_header_shapes_are_judged_alike(headers: list[object]) -> None:
 def test_timestamp_columns_are_judged_alike(deltas: object, span: int, attributes: int) -> None:
     buf = craft([None, deltas, [b"k", b"k"], [b"v", b"w"], None], 2, span=span, attributes=attributes)
     assert via_buffers(buf, 50, 52) == via_columns(buf, 50, 52)
+
+
+def plain_batch() -> tuple[bytes, int]:
+    records = [Record(b"v", b"k", 5), Record(None, b"kk", 5)]
+    buf = encode_batch(0, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=5)
+    return buf, 12 + read_header(buf).batch_length
+
+
+@pytest.mark.parametrize(
+    ("count", "lo", "hi"),
+    [
+        (2**37, 0, 2**37),  # asked a 1 TiB timestamp buffer of malloc (MemoryError) before reading the body
+        (2**61 + 1, 0, 2**61 + 1),  # (hi - lo) * 8 wrapped to 8 bytes, then 2**61 writes past them (a crash)
+    ],
+)
+def test_the_c_reader_bounds_the_record_count_by_the_body(count: int, lo: int, hi: int) -> None:
+    # arrow_batch trusts no argument: a count the body cannot hold is handed back (None), not allocated.
+    fast = batch_module._fast
+    assert fast is not None
+    buf, end = plain_batch()
+    assert fast.arrow_batch(buf, 61, end, count, count - 1, 5, 5, False, lo, hi, 0, 0) is None
+
+
+def test_the_c_reader_keeps_binary_offsets_within_int32() -> None:
+    # keys_base / values_base are the bytes already in the chunk: the end offsets must stay int32,
+    # and a base near 2**63 overflowed the check itself (signed overflow, then wrapped offsets).
+    fast = batch_module._fast
+    assert fast is not None
+    buf, end = plain_batch()
+    top = 2**31 - 1
+    for keys_base, values_base in ((top - 2, 0), (0, top), (2**63 - 1, 0), (0, 2**63 - 1), (top + 1, 0)):
+        assert fast.arrow_batch(buf, 61, end, 2, 1, 5, 5, False, 0, 2, keys_base, values_base) is None
+    got = fast.arrow_batch(buf, 61, end, 2, 1, 5, 5, False, 0, 2, top - 3, top - 1)
+    assert got is not None
+    _, key_ends, key_data, _, value_ends, _, value_valid, _ = got
+    assert list(array("i", key_ends)) == [top - 2, top] and key_data == b"kkk"
+    assert list(array("i", value_ends)) == [top, top] and value_valid == b"\x01\x00"

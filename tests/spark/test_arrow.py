@@ -59,3 +59,17 @@ def test_column_buffers_make_the_same_arrow_batch_as_columns() -> None:
     batch = buffers_to_batch("t", 0, buffers)
     assert batch.equals(columns_to_batch("t", 0, cols))
     assert batch.column("value").null_count == 3 and batch.column("key").null_count == 0
+
+
+def test_a_timestamp_beyond_spark_s_microsecond_range_fails_instead_of_wrapping() -> None:
+    # Spark timestamps are int64 microseconds: a seglog timestamp above ~9.2e15 ms has no Spark value,
+    # and multiplying it by 1000 unchecked would wrap into a plausible, wrong date.
+    import pytest
+
+    cols = columns([1], [0])
+    cols.timestamps = [2**62]
+    buffers = ColumnBuffers()
+    buffers.append_columns(cols)
+    for convert in (lambda: columns_to_batch("t", 0, cols), lambda: buffers_to_batch("t", 0, buffers)):
+        with pytest.raises(pa.ArrowInvalid, match="overflow"):
+            convert()

@@ -78,7 +78,7 @@ def columns_to_batch(topic: str, partition: int, cols: RecordColumns) -> pa.Reco
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         _offsets_array(cols.offsets),
-        pc.multiply(millis, _US_PER_MS).cast(schema.field("timestamp").type),
+        pc.multiply_checked(millis, _US_PER_MS).cast(schema.field("timestamp").type),
         _timestamp_types_array(cols.timestamp_types),
         _headers_array(cols.headers, schema.field("headers").type),
     ]
@@ -96,7 +96,7 @@ def buffers_to_batch(topic: str, partition: int, chunk: ColumnBuffers) -> pa.Rec
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         _offset_runs_array(chunk.offset_runs),
-        pc.multiply(millis, _US_PER_MS).cast(schema.field("timestamp").type),
+        pc.multiply_checked(millis, _US_PER_MS).cast(schema.field("timestamp").type),
         _type_runs_array(chunk.timestamp_types),
         _headers_array(chunk.headers if chunk.headers is not None else [()] * n, schema.field("headers").type),
     ]
