@@ -6,7 +6,8 @@ bytes, timestamps evenly spaced over ``--span-s`` seconds), exports the same
 records to Parquet once through the seglog source, then in one SparkSession:
 
 * full scans of both into Spark's ``noop`` sink (every column materialised in
-  the JVM), ``--runs`` warm runs each, interleaved; rows/s from the median;
+  the JVM), ``--runs`` runs each after ``--warmup`` unmeasured rounds, interleaved;
+  rows/s from the median;
 * the floor of PySpark's Python data source API on this machine, in the same
   session: a source (``seglog-floor``, defined here) that yields the very same
   rows from memory-mapped Arrow IPC files, already decoded, in as many input
@@ -135,6 +136,10 @@ def main() -> int:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--span-s", type=int, default=3600, help="time range the timestamps cover")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--warmup", type=int, default=3,
+        help="unmeasured rounds first: the JVM keeps speeding up (JIT) for ~3 rounds, Parquet most",
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--java-options", default="-XX:+UseParallelGC", help="spark.driver.extraJavaOptions")
     parser.add_argument("--dir", help="work directory to (re)use (default: a temporary one, removed after)")
@@ -173,7 +178,8 @@ def main() -> int:
         def parquet_scan() -> None:
             spark.read.parquet(str(parquet_dir)).write.format("noop").mode("overwrite").save()
 
-        seglog_scan(), parquet_scan(), floor_scan()  # warm-up: Python workers, JIT
+        for _ in range(args.warmup):  # Python workers started, JIT-compiled JVM code (measured: 3 rounds)
+            seglog_scan(), parquet_scan(), floor_scan()
         seglog_s, parquet_s, floor_s = [], [], []
         for _ in range(args.runs):
             seglog_s.append(timed(seglog_scan))
@@ -207,6 +213,7 @@ def main() -> int:
             "segments": segments,
             "parquet_bytes": sum(f.stat().st_size for f in parquet_dir.rglob("*.parquet")),
             "runs": args.runs,
+            "warmup": args.warmup,
             "seglog_s": [round(x, 3) for x in seglog_s],
             "parquet_s": [round(x, 3) for x in parquet_s],
             "seglog_rows_per_s": round(seglog_rate),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from pyspark.sql.datasource import (
@@ -108,3 +109,37 @@ def test_pipeline_command_refuses_bad_arguments_before_starting_spark(capsys: py
     assert "TOPIC=N" in capsys.readouterr().err
     assert main(["pipeline", "import", "only-one-arg"]) == 2  # INPUT... and LOG_DIR
     assert "required: log_dir" in capsys.readouterr().err
+
+
+def _ranges(sizes_mib: list[int]) -> list[Any]:
+    from engine.scan import SegmentRange
+
+    return [
+        SegmentRange("t", i // 2, f"/x/{i}.log", 0, 0, size << 20, 0, 2**63 - 1) for i, size in enumerate(sizes_mib)
+    ]
+
+
+def test_segment_ranges_are_packed_into_tasks_as_spark_packs_files() -> None:
+    from tools.spark.source import pack_ranges
+
+    def shape(sizes: list[int], max_bytes: int, min_partitions: int) -> list[int]:
+        packed = pack_ranges(_ranges(sizes), max_bytes, min_partitions)
+        flat = [r for p in packed for r in p.ranges]
+        assert flat == _ranges(sizes)  # every range once, in plan order
+        return [len(p.ranges) for p in packed]
+
+    assert shape([16] * 8, 128 << 20, 2) == [4, 4]  # 2 cores: two balanced tasks of four 16 MiB segments
+    assert shape([16] * 8, 128 << 20, 8) == [1] * 8  # the default without read_seglog: as many as before
+    assert shape([16] * 8, 1, 2) == [1] * 8  # maxPartitionBytes=1: one task per segment
+    assert shape([1024, 16, 16, 1024], 128 << 20, 2) == [1, 2, 1]  # a 1 GiB segment is a task of its own
+    assert shape([0, 0, 0], 128 << 20, 2) == [1, 1, 1]  # tiny segments: the 4 MiB open cost keeps them apart
+    assert shape([], 128 << 20, 2) == []
+
+
+def test_min_partitions_and_max_partition_bytes_options() -> None:
+    o = parse_read_options({"path": "d"}, streaming=False)
+    assert (o.max_partition_bytes, o.min_partitions) == (128 << 20, 8)
+    o = parse_read_options({"path": "d", "minpartitions": "2", "maxpartitionbytes": "1"}, streaming=False)
+    assert (o.max_partition_bytes, o.min_partitions) == (1, 2)
+    with pytest.raises(OptionError, match="minPartitions=0 must be at least 1"):
+        parse_read_options({"path": "d", "minpartitions": "0"}, streaming=False)

@@ -56,10 +56,16 @@ def test_schema_count_and_contents(spark: Any, log_dir: Path) -> None:
         assert (row.key, row.value, row.timestampType) == (want.key, want.value, 0)
         assert row.timestamp == dt.datetime.fromtimestamp(want.timestamp / 1000, dt.UTC).replace(tzinfo=None)
         assert [(h.key, h.value) for h in row.headers] == list(want.headers)
-    # One Spark partition per segment: the directory spreads over tasks.
+    # maxPartitionBytes=1: one Spark partition per segment, the directory spread over tasks. By default
+    # the small segments are packed as Spark packs small files (here: 11 segments into 3 tasks on 2
+    # cores), with the same rows.
     segments = sum(len(scan.list_segments(log_dir, t, p)) for t, p in scan.list_partitions(log_dir))
     assert segments >= 8
-    assert read_seglog(spark, str(log_dir)).rdd.getNumPartitions() == segments
+    assert read_seglog(spark, str(log_dir), maxPartitionBytes=1).rdd.getNumPartitions() == segments
+    assert read_seglog(spark, str(log_dir), maxPartitionBytes=1).count() == 1230
+    packed = read_seglog(spark, str(log_dir))
+    assert 2 <= packed.rdd.getNumPartitions() < segments
+    assert sorted((r.topic, r.partition, r.offset) for r in read_seglog(spark, str(log_dir)).collect()) == sorted(got)
 
 
 def test_every_pushdown_opens_only_the_segments_it_needs(spark: Any, log_dir: Path, tmp_path: Path) -> None:

@@ -42,6 +42,10 @@ def read_seglog(spark: Any, path: str, **options: Any) -> Any:
     """
     register(spark)
     reader = spark.read.format(FORMAT)
+    if not any(key.lower() == "minpartitions" for key in options):
+        # Spark's file sources pack small files by the cluster's parallelism; a Python source's
+        # reader cannot see it, so it is passed here (docs/SPARK.md §3, maxPartitionBytes).
+        reader = reader.option("minPartitions", str(spark.sparkContext.defaultParallelism))
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
     return reader.load(path)

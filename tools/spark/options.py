@@ -63,6 +63,15 @@ class OffsetSpec:
 # large records to ~64 MiB per task (docs/SPARK.md §3).
 DEFAULT_ROWS_PER_BATCH: Final = 262_144
 DEFAULT_BYTES_PER_BATCH: Final = 64 << 20
+# Segment ranges are packed into tasks by the rule of Spark's file sources (docs/SPARK.md §3):
+# at most min(maxPartitionBytes, max(4 MiB, total / minPartitions)) bytes a task, 4 MiB counted per
+# range (openCostInBytes). A task of a Python data source costs ~35 ms before it reads a byte here,
+# so many small segments are better read by fewer tasks; segments of Kafka's default size (1 GiB)
+# stay a task each. Spark's defaults; minPartitions is the cluster's parallelism, which a reader
+# cannot see: read_seglog() passes spark.sparkContext.defaultParallelism, and without it 8 keeps
+# small logs spread over tasks as before.
+DEFAULT_MAX_PARTITION_BYTES: Final = 128 << 20
+DEFAULT_MIN_PARTITIONS: Final = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,8 @@ class ReadOptions:
     timestamp_pushdown: str
     rows_per_batch: int
     bytes_per_batch: int
+    max_partition_bytes: int
+    min_partitions: int
     trace_file: str | None
 
     def selects(self, topic: str) -> bool:
@@ -196,5 +207,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         timestamp_pushdown=mode,
         rows_per_batch=_int_option(options, "rowsPerBatch", 1) or DEFAULT_ROWS_PER_BATCH,
         bytes_per_batch=_int_option(options, "bytesPerBatch", 1) or DEFAULT_BYTES_PER_BATCH,
+        max_partition_bytes=_int_option(options, "maxPartitionBytes", 1) or DEFAULT_MAX_PARTITION_BYTES,
+        min_partitions=_int_option(options, "minPartitions", 1) or DEFAULT_MIN_PARTITIONS,
         trace_file=options.get("tracefile"),
     )

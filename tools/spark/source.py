@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -60,12 +60,48 @@ _NO_END = scan.NO_END
 
 @dataclass
 class SegmentPartition(InputPartition):
-    """One Spark task's work: a :class:`engine.scan.SegmentRange` (picklable, a few hundred bytes)."""
+    """One Spark task's work: one or more :class:`engine.scan.SegmentRange` (picklable, a few hundred bytes each)."""
 
-    range: scan.SegmentRange
+    ranges: tuple[scan.SegmentRange, ...]
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, None)
+
+
+# Spark's own file sources charge this much per file when packing files into tasks
+# (spark.sql.files.openCostInBytes): a task of many tiny segments still pays per segment.
+_OPEN_COST_BYTES: Final = 4 << 20
+
+
+def pack_ranges(
+    ranges: list[scan.SegmentRange], max_partition_bytes: int, min_partitions: int
+) -> list[SegmentPartition]:
+    """Input partitions of consecutive segment ranges, by the packing rule of Spark's file sources.
+
+    A task holds at most ``min(max_partition_bytes, max(4 MiB, total /
+    min_partitions))`` bytes, each range counted with a 4 MiB open cost
+    (Spark's ``maxPartitionBytes``, ``openCostInBytes`` and ``defaultParallelism``),
+    and at least one range; ranges stay in plan order so that a task reads a
+    partition's segments one after the other. Every task of a Python data source
+    costs tens of milliseconds before it reads a byte (docs/SPARK.md §10), so
+    many small segments are read by fewer tasks, while a segment larger than the
+    limit is a task of its own; ``max_partition_bytes=1`` gives one task per range.
+    """
+    total = sum(r.end_position - r.start_position + _OPEN_COST_BYTES for r in ranges)
+    max_bytes = min(max_partition_bytes, max(_OPEN_COST_BYTES, total // min_partitions))
+    packed: list[SegmentPartition] = []
+    group: list[scan.SegmentRange] = []
+    size = 0
+    for r in ranges:
+        cost = r.end_position - r.start_position + _OPEN_COST_BYTES
+        if group and size + cost > max_bytes:
+            packed.append(SegmentPartition(tuple(group)))
+            group, size = [], 0
+        group.append(r)
+        size += cost
+    if group:
+        packed.append(SegmentPartition(tuple(group)))
+    return packed
 
 
 @dataclass
@@ -233,15 +269,16 @@ def _min_opt(a: int | None, b: int | None) -> int | None:
 
 def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of one input partition (runs on an executor)."""
-    segment_range = getattr(partition, "range", None)
-    if segment_range is None:  # Spark turns an empty partition list into one InputPartition(None)
+    ranges = getattr(partition, "ranges", None)
+    if ranges is None:  # Spark turns an empty partition list into one InputPartition(None)
         return
     trace = scan.append_trace(opts.trace_file) if opts.trace_file else None
-    chunks = scan.scan_range_buffers(
-        segment_range, rows_per_chunk=opts.rows_per_batch, max_chunk_bytes=opts.bytes_per_batch, trace=trace
-    )
-    for chunk in chunks:
-        yield buffers_to_batch(segment_range.topic, segment_range.partition, chunk)
+    for segment_range in ranges:
+        chunks = scan.scan_range_buffers(
+            segment_range, rows_per_chunk=opts.rows_per_batch, max_chunk_bytes=opts.bytes_per_batch, trace=trace
+        )
+        for chunk in chunks:
+            yield buffers_to_batch(segment_range.topic, segment_range.partition, chunk)
 
 
 class SeglogReader(DataSourceReader):
@@ -262,8 +299,9 @@ class SeglogReader(DataSourceReader):
             self.pushed.unsatisfiable = True
 
     def partitions(self) -> list[InputPartition]:
-        """One input partition per segment range the read needs."""
-        return [SegmentPartition(r) for r in plan_read(self.opts, self.pushed)]
+        """The segment ranges the read needs, packed into tasks of at most ``maxPartitionBytes``."""
+        opts = self.opts
+        return list(pack_ranges(plan_read(opts, self.pushed), opts.max_partition_bytes, opts.min_partitions))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's records."""
@@ -340,7 +378,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ranges[split_partition_key(key)] = (first, stop)
         if not ranges:
             return []
-        return [SegmentPartition(r) for r in plan_read(self.opts, PushedBounds(), stream_ranges=ranges)]
+        return [SegmentPartition((r,)) for r in plan_read(self.opts, PushedBounds(), stream_ranges=ranges)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's records."""
