@@ -179,21 +179,26 @@ put_array_header(unsigned char *p, Py_ssize_t n)
     return put_be(p, (unsigned long long)n, 4);
 }
 
+/* A bin or str length in its 8-, 16- or 32-bit form: `first8` (0xc4 bin, 0xd9 str), +1, +2. */
+static inline unsigned char *
+put_length(unsigned char *p, Py_ssize_t n, unsigned char first8)
+{
+    if (n < 256) {
+        *p++ = first8;
+        return put_be(p, (unsigned long long)n, 1);
+    }
+    if (n < 65536) {
+        *p++ = (unsigned char)(first8 + 1);
+        return put_be(p, (unsigned long long)n, 2);
+    }
+    *p++ = (unsigned char)(first8 + 2);
+    return put_be(p, (unsigned long long)n, 4);
+}
+
 static inline unsigned char *
 put_bin(unsigned char *p, const char *data, Py_ssize_t n)
 {
-    if (n < 256) {
-        *p++ = 0xc4;
-        p = put_be(p, (unsigned long long)n, 1);
-    }
-    else if (n < 65536) {
-        *p++ = 0xc5;
-        p = put_be(p, (unsigned long long)n, 2);
-    }
-    else {
-        *p++ = 0xc6;
-        p = put_be(p, (unsigned long long)n, 4);
-    }
+    p = put_length(p, n, 0xc4);
     memcpy(p, data, (size_t)n);
     return p + n;
 }
@@ -201,21 +206,10 @@ put_bin(unsigned char *p, const char *data, Py_ssize_t n)
 static inline unsigned char *
 put_str(unsigned char *p, const char *data, Py_ssize_t n)
 {
-    if (n < 32) {
-        *p++ = (unsigned char)(0xa0 | n);
-    }
-    else if (n < 256) {
-        *p++ = 0xd9;
-        p = put_be(p, (unsigned long long)n, 1);
-    }
-    else if (n < 65536) {
-        *p++ = 0xda;
-        p = put_be(p, (unsigned long long)n, 2);
-    }
-    else {
-        *p++ = 0xdb;
-        p = put_be(p, (unsigned long long)n, 4);
-    }
+    if (n < 32)
+        *p++ = (unsigned char)(0xa0 | n); /* fixstr */
+    else
+        p = put_length(p, n, 0xd9);
     memcpy(p, data, (size_t)n);
     return p + n;
 }
