@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.seglog-installed
 EXTRAS ?= dev,replay,spark
 
-.PHONY: venv lint typecheck pytest test test-fast run bench clean
+.PHONY: venv lint typecheck pytest pytest-pure test test-fast run bench clean
 
 # (Re)install when pyproject.toml changes; the editable install keeps the console
 # script `seglog` and the pytest plugin pointing at this tree.
@@ -30,7 +30,12 @@ pytest: venv
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests for this selection" >&2; rc=0; fi; exit $$rc
 
-test: lint typecheck pytest
+# The segment and engine tests once more on the pure-Python codec (SEGLOG_PURE_PYTHON=1: the path an
+# install without a C compiler runs), so that both stay correct; ~30 s.
+pytest-pure: venv
+	SEGLOG_PURE_PYTHON=1 $(PY) -m pytest -q -m "not spark" tests/segments tests/engine
+
+test: lint typecheck pytest pytest-pure
 
 # Without the JVM-backed Spark tests (about a minute faster).
 test-fast: PYTEST_ARGS = -m "not spark"

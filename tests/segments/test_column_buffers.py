@@ -10,6 +10,7 @@ trailing bytes, bad UTF-8, headers of every shape), behind a valid CRC.
 
 from __future__ import annotations
 
+import os
 import struct
 from array import array
 
@@ -24,6 +25,9 @@ from segments.batch import MAGIC, TimestampType, encode_batch, read_header
 from segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
 from segments.errors import CorruptRecordError
 from segments.records import Record
+
+# SEGLOG_PURE_PYTHON=1 (make pytest-pure) turns the C module off on purpose: tests of the C code itself skip.
+needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -126,6 +130,7 @@ def test_decode_buffers_reads_what_seglog_writes(
     assert isinstance(got, RecordColumns) and got.offsets == list(range(start, min(end, 100 + len(records))))
 
 
+@needs_c
 def test_the_c_reader_is_what_decodes_a_plain_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     # Guards the fast path itself: a batch seglog wrote never reaches decode_columns when the C module is built.
     assert batch_module._fast is not None
@@ -194,6 +199,7 @@ def plain_batch() -> tuple[bytes, int]:
     return buf, 12 + read_header(buf).batch_length
 
 
+@needs_c
 @pytest.mark.parametrize(
     ("count", "lo", "hi"),
     [
@@ -209,6 +215,7 @@ def test_the_c_reader_bounds_the_record_count_by_the_body(count: int, lo: int, h
     assert fast.arrow_batch(buf, 61, end, count, count - 1, 5, 5, False, lo, hi, 0, 0) is None
 
 
+@needs_c
 def test_the_c_reader_keeps_binary_offsets_within_int32() -> None:
     # keys_base / values_base are the bytes already in the chunk: the end offsets must stay int32,
     # and a base near 2**63 overflowed the check itself (signed overflow, then wrapped offsets).

@@ -9,6 +9,7 @@ once with ``segments.batch._fast`` set to ``None``.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,10 +33,14 @@ from segments.batch import (
 from segments.errors import CorruptRecordError
 from segments.records import Record
 
+# SEGLOG_PURE_PYTHON=1 (make pytest-pure) turns the C module off on purpose: tests of the C code itself skip.
+needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
+
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 INT64_MAX = 2**63 - 1
 
 
+@needs_c
 def test_the_c_module_is_built_and_used() -> None:
     # `optional = true` in pyproject.toml lets an install without a compiler succeed on the Python
     # path; on this project's machines (and in CI) the build must succeed, or every speed figure
@@ -175,6 +180,7 @@ def test_a_tuple_subclass_with_its_own_iter_encodes_as_the_python_path_reads_it(
     assert [(r.value, r.timestamp) for r in decode_batch(buf, 0, read_header(buf))] == [(b"iterated", 5)] * count
 
 
+@needs_c
 def test_records_and_plain_tuples_still_take_the_c_encoder() -> None:
     # The check that turns tuple subclasses with their own __iter__ away must not turn Record away:
     # the agreement tests would still pass, only slower.
