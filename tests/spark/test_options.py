@@ -143,3 +143,19 @@ def test_min_partitions_and_max_partition_bytes_options() -> None:
     assert (o.max_partition_bytes, o.min_partitions) == (1, 2)
     with pytest.raises(OptionError, match="minPartitions=0 must be at least 1"):
         parse_read_options({"path": "d", "minpartitions": "0"}, streaming=False)
+
+
+def test_read_seglog_passes_the_session_parallelism_when_it_has_one() -> None:
+    from tools.spark import _default_parallelism
+
+    class Local:
+        class sparkContext:  # mimics pyspark's attribute
+            defaultParallelism = 6
+
+    class Connect:
+        @property
+        def sparkContext(self) -> Any:  # Spark Connect raises here
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext is not supported in Spark Connect")
+
+    assert _default_parallelism(Local()) == 6
+    assert _default_parallelism(Connect()) is None

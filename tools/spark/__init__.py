@@ -45,7 +45,17 @@ def read_seglog(spark: Any, path: str, **options: Any) -> Any:
     if not any(key.lower() == "minpartitions" for key in options):
         # Spark's file sources pack small files by the cluster's parallelism; a Python source's
         # reader cannot see it, so it is passed here (docs/SPARK.md §3, maxPartitionBytes).
-        reader = reader.option("minPartitions", str(spark.sparkContext.defaultParallelism))
+        parallelism = _default_parallelism(spark)
+        if parallelism is not None:
+            reader = reader.option("minPartitions", str(parallelism))
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
     return reader.load(path)
+
+
+def _default_parallelism(spark: Any) -> int | None:
+    """The session's ``defaultParallelism``, or ``None`` where there is no SparkContext (Spark Connect)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect sessions raise on .sparkContext; the source's default then applies
+        return None
