@@ -7,7 +7,7 @@ EXTRAS ?= dev,replay,spark
 
 .PHONY: venv lint typecheck pytest pytest-pure test test-fast run bench clean
 
-# (Re)install when pyproject.toml changes; the editable install keeps the console
+# (Re)install when pyproject.toml, setup.py or the C module change; the editable install keeps the console
 # script `seglog` and the pytest plugin pointing at this tree.
 $(STAMP): pyproject.toml setup.py segments/_speedups.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -79,8 +79,8 @@ __all__ = [
     "scan_range_buffers",
 ]
 
-DEFAULT_ROWS_PER_CHUNK: Final = 65_536  # rows per RecordColumns chunk: one Arrow batch (spark.md §6: ~64k)
-DEFAULT_CHUNK_BYTES: Final = 64 << 20  # key + value bytes per ColumnBuffers chunk (docs/SPARK.md, rowsPerBatch)
+DEFAULT_ROWS_PER_CHUNK: Final = 65_536  # rows per chunk for library callers (the Spark source passes rowsPerBatch)
+DEFAULT_CHUNK_BYTES: Final = 64 << 20  # key + value bytes per ColumnBuffers chunk (docs/SPARK.md, bytesPerBatch)
 NO_END: Final = 2**63 - 1  # an open end offset
 _LOG_NAME: Final = re.compile(r"(\d{20})\.log")  # part of the format: base offset, 20 digits, .log
 # A header peek reads this much, so walking headers over skipped batches costs a few KiB per batch,
@@ -125,7 +125,7 @@ class Bounds:
 class SegmentRange:
     """A unit of work: the batches of one segment to read, with the bounds that trim them.
 
-    Small and picklable (a Spark input partition carries one). The walk starts
+    Small and picklable (a Spark input partition carries one or more). The walk starts
     at ``start_position`` (a batch start) and never reads at or past
     ``end_position``; rows outside ``[start_offset, end_offset)`` are dropped.
     ``from_timestamp`` is set only on the segment where a timestamp-bounded

@@ -5,8 +5,9 @@ bodies; ``docs/FORMAT.md``), the ``Record`` value (``segments.records``), the
 async file layer (``segments.fileio``, the only module that talks to
 ``aiofiles``) with its fault-injection seam (``segments.faults``),
 ``LogSegment`` and ``LogSegments`` (``segments.segment``: append, read, time
-lookup, roll decisions, recovery, truncation), and the columnar bulk decode
-(``segments.columns``).
+lookup, roll decisions, recovery, truncation), the columnar bulk decode
+(``segments.columns``), and the optional C loops of the codec
+(``segments._speedups``, built from ``_speedups.c``; ``segments.batch`` is its reference).
 
 Must not import: ``engine`` or ``tools``. Segments know nothing of topics,
 partitions or clocks: roll parameters, ``now_ms`` and the index interval arrive

@@ -12,6 +12,11 @@ nothing else; lengths read from a header are bounded by ``max_batch_bytes``
 before anything is allocated, and msgpack limits are bounded by the body length.
 Bad *caller* input to :func:`encode_batch` raises ``TypeError``/``ValueError``.
 
+The per-record loops (encoding a body, checking and building the Records a
+read returns) run in the optional C module ``segments._speedups`` when it is
+built; this module is the reference it is tested against, and takes over for
+anything the C code does not accept (``SEGLOG_PURE_PYTHON=1`` turns it off).
+
 Must not import: ``engine`` or ``tools`` (and no I/O module: no ``aiofiles``; ``os`` only for one
 environment variable).
 """
@@ -227,7 +232,8 @@ def encode_batch_parts(
     ``offset`` field is ignored). A ``None`` timestamp becomes ``now_ms``; with
     ``LOG_APPEND_TIME`` every timestamp becomes ``now_ms``. ``packer`` is the
     writer's reused ``msgpack.Packer(use_bin_type=True)`` (one per writer; a
-    shared module default otherwise).
+    shared module default otherwise), used on the Python path only: the C
+    encoder writes the same bytes itself.
 
     Raises:
         ValueError: no records, an offset or timestamp outside int64 / below 0,

@@ -8,7 +8,9 @@ same records as raw column buffers, the layout Arrow uses) and
 all when the C module ``segments._speedups`` is built. ``segments.batch`` stays the
 owner of the format and of the body checks (``docs/FORMAT.md`` §2.3, rule 8):
 :func:`segments.batch.body_columns` unpacks and checks a body as five columns,
-and this module trims and appends them.
+and this module trims and appends them; with the C module,
+``_speedups.arrow_batch`` reads dense bodies without a timestamp bound directly
+(the same rule-8 checks, compared by ``tests/segments/test_column_buffers.py``).
 
 Why columns: a bulk reader hands rows to Arrow column by column, and building
 a ``Record`` per row only to take it apart again cost about a third of the

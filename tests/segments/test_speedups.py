@@ -42,7 +42,7 @@ INT64_MAX = 2**63 - 1
 
 @needs_c
 def test_the_c_module_is_built_and_used() -> None:
-    # `optional = true` in pyproject.toml lets an install without a compiler succeed on the Python
+    # `optional=True` in setup.py lets an install without a compiler succeed on the Python
     # path; on this project's machines (and in CI) the build must succeed, or every speed figure
     # in docs/PERFORMANCE.md is wrong. This catches a silently failed build.
     assert batch_module._fast is not None

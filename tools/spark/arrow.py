@@ -2,10 +2,11 @@
 
 Owns: :data:`SCHEMA` (Spark's own Kafka-source schema), :func:`arrow_schema`
 (the exact Arrow schema pyspark 4.3.0 demands of a Python source's batches:
-``research/spark.md`` pitfall 5), :func:`columns_to_batch` (one partition's
-decoded :class:`~engine.scan.RecordColumns` to a ``RecordBatch``, column by
-column, no per-row Python objects except the header pairs when there are any)
-and :func:`batch_rows` (a written DataFrame's Arrow batch back to plain columns).
+``research/spark.md`` pitfall 5), :func:`buffers_to_batch` (what the source
+uses: Arrow wraps the :class:`~engine.scan.ColumnBuffers` the C reader filled,
+one join per column), :func:`columns_to_batch` (the same from decoded
+:class:`~engine.scan.RecordColumns` lists: the reference the tests compare
+with) and :func:`batch_rows` (a written DataFrame's Arrow batch back to plain columns).
 
 Imports pyspark and pyarrow (the ``spark`` extra); runs on the driver and on
 Spark's Python workers. Must not import ``tools.cli``.

@@ -1,7 +1,8 @@
 """The ``seglog`` PySpark data source: batch reads with pushdown, streaming reads, and the writer.
 
 Owns: :class:`SeglogDataSource` (``name() == "seglog"``), the batch reader
-(:class:`SeglogReader`: one Spark input partition per segment range, filters
+(:class:`SeglogReader`: consecutive segment ranges packed into input partitions
+by Spark's file-source rule, :func:`pack_ranges`; filters
 on ``topic``/``partition``/``offset``/``timestamp`` answered by
 :mod:`engine.scan` with the indexes), the stream reader
 (:class:`SeglogStreamReader`: offsets ``{"<topic>-<partition>": next_offset}``,
