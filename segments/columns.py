@@ -28,7 +28,6 @@ Must not import: ``engine`` or ``tools``, and no I/O module (plain functions ove
 
 from __future__ import annotations
 
-import sys
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -42,12 +41,16 @@ from segments.records import Header
 
 __all__ = ["BinaryBuffers", "ColumnBuffers", "RecordColumns", "decode_buffers", "decode_columns"]
 
+# What _speedups.arrow_batch returns: timestamps, then (ends, data, valid) of keys and of values, headers.
+_ArrowBatch = tuple[
+    bytes, bytes, bytes, "bytes | None", bytes, bytes, "bytes | None", "list[tuple[Header, ...]] | None"
+]
+
 _INT64_MAX: Final = 2**63 - 1
 _INT32_MAX: Final = 2**31 - 1  # Arrow's binary offsets are int32: a chunk's keys (or values) stay below this
 # A chunk of ColumnBuffers is handed on once its key and value bytes reach this (a cap on memory);
 # a batch can hold up to 2 GiB, so the int32 limit is kept by ColumnBuffers.room_for, not by this.
 MAX_CHUNK_DATA_BYTES: Final = 512 << 20
-_LITTLE_ENDIAN: Final = sys.byteorder == "little"  # the C reader writes native order; Arrow wants little
 
 
 @dataclass(slots=True)
@@ -98,6 +101,14 @@ class BinaryBuffers:
         """One byte per row of the whole column: 1 for a value, 0 for null."""
         pieces = zip(self.valid, self.offsets, strict=True)
         return b"".join(v if v is not None else b"\x01" * (len(ends) // 4) for v, ends in pieces)
+
+    def append_buffers(self, ends: bytes, data: bytes, valid: bytes | None) -> None:
+        """Append rows already in this layout (``ends`` counted from the chunk's data start)."""
+        self.offsets.append(ends)
+        self.data.append(data)
+        self.valid.append(valid)
+        self.nbytes += len(data)
+        self.null_count += 0 if valid is None else valid.count(0)
 
     def append_values(self, values: list[bytes | None]) -> None:
         """Append a column of Python values (the path without the C module, and its fallback)."""
@@ -170,6 +181,17 @@ class ColumnBuffers:
             self.headers = [()] * self.rows  # the first row with headers: the rows before have none
         if self.headers is not None:
             self.headers.extend(headers if headers is not None else repeat((), n))
+
+    def append_batch(self, first_offset: int, n: int, timestamp_type: int, buffers: _ArrowBatch) -> None:
+        """Append ``n`` consecutive rows from ``first_offset`` that ``_speedups.arrow_batch`` read."""
+        timestamps, key_ends, key_data, key_valid, value_ends, value_data, value_valid, headers = buffers
+        self._add_headers(headers, n)
+        self.timestamps.append(timestamps)
+        self.keys.append_buffers(key_ends, key_data, key_valid)
+        self.values.append_buffers(value_ends, value_data, value_valid)
+        self._add_types(timestamp_type, n)
+        self._add_run(first_offset, n)
+        self.rows += n
 
     def append_columns(self, cols: RecordColumns) -> None:
         """Append the rows of ``cols`` (the Python path)."""
@@ -324,7 +346,7 @@ def decode_buffers(
             :meth:`ColumnBuffers.room_for` first).
     """
     fast = _batch._fast
-    if fast is not None and from_timestamp is None and until_timestamp is None and _LITTLE_ENDIAN:
+    if fast is not None and from_timestamp is None and until_timestamp is None:
         base, count = header.base_offset, header.record_count
         lo = max(0, start_offset - base)  # dense offsets (the C reader checks): offset = base + index
         hi = min(count, end_offset - base)
@@ -336,22 +358,7 @@ def decode_buffers(
                 out.keys.nbytes, out.values.nbytes,
             )
             if got is not None:
-                timestamps, key_ends, key_data, key_valid, value_ends, value_data, value_valid, headers = got
-                n = hi - lo
-                out._add_headers(headers, n)
-                out.timestamps.append(timestamps)
-                for column, ends, data, valid in (
-                    (out.keys, key_ends, key_data, key_valid),
-                    (out.values, value_ends, value_data, value_valid),
-                ):
-                    column.offsets.append(ends)
-                    column.data.append(data)
-                    column.valid.append(valid)
-                    column.nbytes += len(data)
-                    column.null_count += 0 if valid is None else valid.count(0)
-                out._add_run(base + lo, n)
-                out._add_types(1 if log_append else 0, n)
-                out.rows += n
+                out.append_batch(base + lo, hi - lo, 1 if log_append else 0, got)
                 return False
     cols = RecordColumns()
     reached = decode_columns(

@@ -116,8 +116,7 @@ def _binary_array(column: BinaryBuffers, n: int) -> pa.Array:
 
 def _offset_runs_array(runs: list[tuple[int, int]]) -> pa.Array:
     if len(runs) == 1:  # consecutive offsets (a log without compaction): a C-level running sum
-        first, n = runs[0]
-        return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=first - 1)
+        return _consecutive(*runs[0])
     return pa.array(list(chain.from_iterable(range(first, first + n) for first, n in runs)), pa.int64())
 
 
@@ -134,8 +133,12 @@ def _offsets_array(offsets: list[int]) -> pa.Array:
     # Python ints (0.2 ms instead of 1.2 ms for 65,536 rows).
     n = len(offsets)
     if n and offsets[-1] - offsets[0] == n - 1:
-        return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=offsets[0] - 1)
+        return _consecutive(offsets[0], n)
     return pa.array(offsets, pa.int64())
+
+
+def _consecutive(first: int, n: int) -> pa.Array:
+    return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=first - 1)
 
 
 def _timestamp_types_array(types: list[int]) -> pa.Array:

@@ -58,8 +58,9 @@ class OffsetSpec:
 
 
 # Rows and key + value bytes per Arrow batch a read task hands to Spark, whichever comes first.
-# Measured (bench/spark_bench.py, 1M records of 100 B): 262,144-row batches scan 1.12-1.2x faster than
-# 65,536-row ones (Spark's per-batch cost of a Python data source); the byte cap keeps a batch of
+# Measured (bench/spark_bench.py, 1M records of 100 B, one quiet pair of runs): 262,144-row batches
+# scanned 1.13x faster than 65,536-row ones (1.47 vs 1.30 M rows/s: Spark's per-batch cost of a
+# Python data source); the byte cap keeps a batch of
 # large records to ~64 MiB per task (docs/SPARK.md §3).
 DEFAULT_ROWS_PER_BATCH: Final = 262_144
 DEFAULT_BYTES_PER_BATCH: Final = 64 << 20
