@@ -15,10 +15,11 @@
  *   - results are identical to the Python path (tests/segments/
  *     test_speedups.py compares the two with Hypothesis).
  *   - encode_body writes the msgpack body byte for byte as
- *     msgpack.Packer(use_bin_type=True) would; arrow_batch parses the subset of
- *     msgpack FORMAT.md 2.2 allows straight from the body bytes, checking every
- *     length against the body before use (fuzzed under ASan/UBSan); range_ok
- *     and build_records only read the Python objects msgpack.unpackb returns.
+ *     msgpack.Packer(use_bin_type=True) would; arrow_batch, decode_records and
+ *     find_timestamp parse the subset of msgpack FORMAT.md 2.2 allows straight
+ *     from the body bytes (one bounded Cursor reader), checking every length
+ *     against the body before use (fuzzed under ASan/UBSan); range_ok and
+ *     build_records only read the Python objects msgpack.unpackb returns.
  *
  * The module is optional: without a C compiler seglog installs and runs on
  * the Python path (slower, same results).
@@ -916,11 +917,299 @@ done:
     return result;
 }
 
+/* ---- Records straight from a batch body (the read path) ---- */
+
+typedef struct {
+    const unsigned char *key, *value; /* NULL: nil */
+    Py_ssize_t key_len, value_len;
+} Entry;
+
+/* A bin or nil as bytes or None (a new reference). */
+static PyObject *
+bytes_or_none(const unsigned char *data, Py_ssize_t len)
+{
+    if (data == NULL)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)data, len);
+}
+
+/*
+ * The timestamp column at the cursor: nil, or `count` ints within [-base_ts, max_ts - base_ts]
+ * (any int64 with LogAppendTime) whose largest is max_ts - base_ts. Each record's timestamp
+ * (what a Record carries) goes to timestamps[i - lo] for i >= lo when `timestamps` is given.
+ * 1 on success, 0 for anything else.
+ */
+static int
+take_timestamps(Cursor *c, Py_ssize_t count, long long base_ts, long long max_ts, int log_append, Py_ssize_t lo,
+                long long *timestamps)
+{
+    Py_ssize_t n;
+    if (take_nil(c)) {
+        if (!log_append && max_ts != base_ts)
+            return 0;
+        if (timestamps != NULL)
+            for (Py_ssize_t i = lo; i < count; i++)
+                timestamps[i - lo] = log_append ? max_ts : base_ts;
+        return 1;
+    }
+    if (!take_array_header(c, &n) || n != count)
+        return 0;
+    long long top = max_ts - base_ts, highest = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long d;
+        if (!take_int(c, &d))
+            return 0;
+        if (!log_append && (d < -base_ts || d > top))
+            return 0;
+        if (i == 0 || d > highest)
+            highest = d;
+        if (timestamps != NULL && i >= lo)
+            timestamps[i - lo] = log_append ? max_ts : base_ts + d;
+    }
+    return log_append || highest == top;
+}
+
+/*
+ * decode_records(record_type, buf, body_start, body_end, count, last_offset_delta, base_offset,
+ *                base_ts, max_ts, log_append, lo, max_bytes) -> list[Record] | None
+ *
+ * The Records of a dense batch body (nil offset column) from entry `lo` on: all of them when
+ * max_bytes < 0, else up to the first whose key and value bytes bring the total to max_bytes
+ * (at least one), as batch.decode_batch builds them. The whole body is checked (every entry,
+ * every header name decoded, no trailing bytes); None for anything else, so the Python path
+ * decides (it raises for a bad body and reads a valid one this function does not take).
+ */
+static PyObject *
+decode_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *type;
+    Py_buffer view;
+    Py_ssize_t body_start, body_end, count, lo;
+    long long last_offset_delta, base_offset, base_ts, max_ts, max_bytes, last;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "O!y*nnnLLLLpnL", &PyType_Type, &type, &view, &body_start, &body_end, &count,
+                          &last_offset_delta, &base_offset, &base_ts, &max_ts, &log_append, &lo, &max_bytes))
+        return NULL;
+    Entry *entries = NULL;
+    long long *stamps = NULL;
+    PyObject *out = NULL, *empty = NULL, *headers = NULL, *result = NULL;
+    if (!PyType_IsSubtype(type, &PyTuple_Type) || body_start < 0 || body_start > body_end || body_end > view.len ||
+        count < 1 || lo < 0 || lo >= count || last_offset_delta != count - 1 || base_offset < 0 ||
+        !add_int64(base_offset, last_offset_delta, &last) || base_ts < 0 || max_ts < base_ts ||
+        count > (body_end - body_start - 6) / 2)
+        goto fallback; /* the last: FORMAT.md 2.2, count * 2 + 6 <= body bytes, bounds the allocation below */
+    Cursor c = {(const unsigned char *)view.buf + body_start, (const unsigned char *)view.buf + body_end};
+    Py_ssize_t n, m = count - lo;
+    if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
+        goto fallback;
+    entries = PyMem_Malloc((size_t)m * sizeof(Entry));
+    stamps = PyMem_Malloc((size_t)m * sizeof(long long));
+    if (entries == NULL || stamps == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, lo, stamps))
+        goto fallback;
+    for (int column = 0; column < 2; column++) {
+        if (!take_array_header(&c, &n) || n != count)
+            goto fallback;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            const unsigned char *d;
+            Py_ssize_t len;
+            if (!take_bin_or_nil(&c, &d, &len))
+                goto fallback;
+            if (i < lo)
+                continue;
+            if (column == 0) {
+                entries[i - lo].key = d;
+                entries[i - lo].key_len = len;
+            }
+            else {
+                entries[i - lo].value = d;
+                entries[i - lo].value_len = len;
+            }
+        }
+    }
+    /* How many records the read takes (batch._records_within). */
+    Py_ssize_t hi = count;
+    if (max_bytes >= 0) {
+        long long total = 0;
+        for (hi = lo; hi < count;) {
+            total += entries[hi - lo].key_len + entries[hi - lo].value_len;
+            hi++;
+            if (total >= max_bytes)
+                break;
+        }
+    }
+
+    empty = PyTuple_New(0);
+    if (empty == NULL)
+        goto error;
+    if (take_nil(&c)) {
+        headers = NULL; /* every record gets the empty tuple */
+    }
+    else {
+        if (!take_array_header(&c, &n) || n != count)
+            goto fallback;
+        headers = PyList_New(hi - lo);
+        if (headers == NULL)
+            goto error;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            Py_ssize_t pairs;
+            if (!take_array_header(&c, &pairs) || pairs > (c.end - c.p) / 4)
+                goto fallback; /* a pair takes 4 bytes or more (92 a0 c4 00): bounds PyTuple_New */
+            int keep = i >= lo && i < hi;
+            PyObject *tuple = keep ? PyTuple_New(pairs) : NULL;
+            if (keep && tuple == NULL)
+                goto error;
+            for (Py_ssize_t j = 0; j < pairs; j++) {
+                Py_ssize_t two, key_len, value_len;
+                const unsigned char *key, *value;
+                if (!take_array_header(&c, &two) || two != 2 || !take_str(&c, &key, &key_len) ||
+                    !take_bin_or_nil(&c, &value, &value_len) || value == NULL) {
+                    Py_XDECREF(tuple);
+                    goto fallback;
+                }
+                PyObject *name = PyUnicode_DecodeUTF8((const char *)key, key_len, NULL);
+                if (name == NULL) {
+                    Py_XDECREF(tuple);
+                    goto fallback; /* not UTF-8: the Python path reports it */
+                }
+                if (tuple == NULL) {
+                    Py_DECREF(name);
+                    continue;
+                }
+                PyObject *bin = PyBytes_FromStringAndSize((const char *)value, value_len);
+                PyObject *pair = bin == NULL ? NULL : PyTuple_Pack(2, name, bin);
+                Py_DECREF(name);
+                Py_XDECREF(bin);
+                if (pair == NULL) {
+                    Py_DECREF(tuple);
+                    goto error;
+                }
+                PyTuple_SET_ITEM(tuple, j, pair);
+            }
+            if (tuple != NULL)
+                PyList_SET_ITEM(headers, i - lo, tuple);
+        }
+    }
+    if (c.p != c.end)
+        goto fallback; /* trailing bytes after the five columns */
+
+    out = PyList_New(hi - lo);
+    if (out == NULL)
+        goto error;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        Entry *e = &entries[i - lo];
+        PyObject *record = type->tp_alloc(type, 5);
+        if (record == NULL)
+            goto error;
+        PyList_SET_ITEM(out, i - lo, record); /* owned by the list from here: cleaned up with it */
+        PyObject *h = headers == NULL ? empty : PyList_GET_ITEM(headers, i - lo);
+        Py_INCREF(h);
+        PyTuple_SET_ITEM(record, 3, h);
+        PyObject *v = bytes_or_none(e->value, e->value_len), *k = bytes_or_none(e->key, e->key_len);
+        PyObject *ts = PyLong_FromLongLong(stamps[i - lo]), *off = PyLong_FromLongLong(base_offset + i);
+        PyTuple_SET_ITEM(record, 0, v);
+        PyTuple_SET_ITEM(record, 1, k);
+        PyTuple_SET_ITEM(record, 2, ts);
+        PyTuple_SET_ITEM(record, 4, off);
+        if (v == NULL || k == NULL || ts == NULL || off == NULL)
+            goto error; /* a tuple's NULL items are skipped by its dealloc */
+    }
+    result = out;
+    out = NULL;
+    goto done;
+
+fallback:
+    PyErr_Clear();
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
+done:
+    PyMem_Free(entries);
+    PyMem_Free(stamps);
+    Py_XDECREF(out);
+    Py_XDECREF(empty);
+    Py_XDECREF(headers);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/*
+ * find_timestamp(buf, body_start, body_end, count, last_offset_delta, base_ts, max_ts, log_append,
+ *                lo, target) -> (index, timestamp) | None
+ *
+ * In a dense batch body (nil offset column), the index of the first entry at or after `lo`
+ * whose timestamp is >= target (with LogAppendTime: `lo`) and that timestamp, (-1, -1) when
+ * no entry qualifies; the offset and
+ * timestamp columns are checked as batch.find_timestamp checks them (the rest of the body is
+ * not read). None for anything else, so the Python path decides.
+ */
+static PyObject *
+find_timestamp(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t body_start, body_end, count, lo;
+    long long last_offset_delta, base_ts, max_ts, target;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "y*nnnLLLpnL", &view, &body_start, &body_end, &count, &last_offset_delta, &base_ts,
+                          &max_ts, &log_append, &lo, &target))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t found = -1;
+    long long at = -1;
+    if (body_start < 0 || body_start > body_end || body_end > view.len || count < 1 || lo < 0 || lo >= count ||
+        last_offset_delta != count - 1 || base_ts < 0 || max_ts < base_ts)
+        goto fallback;
+    Cursor c = {(const unsigned char *)view.buf + body_start, (const unsigned char *)view.buf + body_end};
+    Py_ssize_t n;
+    if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
+        goto fallback;
+    Cursor column = c;
+    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, 0, NULL))
+        goto fallback; /* checked whole; now search it */
+    if (log_append) {
+        found = lo; /* every record carries the batch's max timestamp */
+        at = max_ts;
+    }
+    else if (take_nil(&column)) {
+        found = base_ts >= target ? lo : -1;
+        at = base_ts;
+    }
+    else {
+        take_array_header(&column, &n);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            long long d;
+            take_int(&column, &d); /* succeeded above; base_ts + d lies in [0, max_ts] */
+            if (i >= lo && base_ts + d >= target) {
+                found = i;
+                at = base_ts + d;
+                break;
+            }
+        }
+    }
+    result = Py_BuildValue("nL", found, found < 0 ? -1 : at);
+    goto done;
+
+fallback:
+    PyErr_Clear();
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_body", encode_body, METH_VARARGS, "The msgpack body of a batch of valid records, or None."},
     {"range_ok", range_ok, METH_VARARGS, "Whether records lo..hi-1 of checked-length columns pass FORMAT.md 2.3 rule 8."},
     {"arrow_batch", arrow_batch, METH_VARARGS, "The records of a dense batch body as Arrow column buffers, or None."},
     {"build_records", build_records, METH_VARARGS, "The Records of entries lo..hi-1 of checked columns."},
+    {"decode_records", decode_records, METH_VARARGS, "The Records of a dense batch body from entry lo on, or None."},
+    {"find_timestamp", find_timestamp, METH_VARARGS, "The first entry >= lo of a dense body at or after a timestamp."},
     {NULL, NULL, 0, NULL},
 };
 

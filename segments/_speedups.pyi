@@ -50,3 +50,31 @@ def arrow_batch(
     tuple[bytes, bytes, bytes, bytes | None, bytes, bytes, bytes | None, list[tuple[tuple[str, bytes], ...]] | None]
     | None
 ): ...
+def decode_records(
+    record_type: type[Record],
+    buf: bytes | bytearray | memoryview,
+    body_start: int,
+    body_end: int,
+    count: int,
+    last_offset_delta: int,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    log_append_time: int,
+    lo: int,
+    max_bytes: int,
+    /,
+) -> list[Record] | None: ...
+def find_timestamp(
+    buf: bytes | bytearray | memoryview,
+    body_start: int,
+    body_end: int,
+    count: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    log_append_time: int,
+    lo: int,
+    timestamp: int,
+    /,
+) -> tuple[int, int] | None: ...

@@ -579,6 +579,17 @@ def decode_batch(
         record = _decode_single(buf, position, header)
         if record is not None:
             return [record] if record.offset >= start_offset else []
+    skip = start_offset - header.base_offset
+    if _fast is not None and skip < header.record_count:
+        # A dense body read straight into Records (the entries before `skip` are checked, not built).
+        body_start, body_end = _body_span(buf, position, header)
+        built: list[Record] | None = _fast.decode_records(
+            Record, buf, body_start, body_end, header.record_count, header.last_offset_delta, header.base_offset,
+            header.base_timestamp, header.max_timestamp, header.attributes & TIMESTAMP_TYPE_BIT, max(skip, 0),
+            -1 if max_bytes is None else max_bytes,
+        )
+        if built is not None:
+            return built
     shape = _body_shape(_unpack_body(buf, position, header), header)
     if isinstance(shape, str):
         raise CorruptRecordError(f"batch at position {position}: {shape}")
@@ -603,7 +614,7 @@ def decode_batch(
             else header.base_timestamp if timestamp_deltas is None
             else -1
         )
-        built: list[Record] | None = _fast.build_records(
+        built = _fast.build_records(
             Record, values, keys, timestamp_deltas, headers, None if type(offset_deltas) is range else offset_deltas,
             skip, end, header.base_offset, header.base_timestamp, fixed_timestamp,
         )
@@ -658,6 +669,15 @@ def find_timestamp(
     if header.max_timestamp < timestamp or header.last_offset < start_offset:
         return None
     body_start, body_end = _body_span(buf, position, header)
+    skip = start_offset - header.base_offset
+    if _fast is not None and skip < header.record_count:
+        hit: tuple[int, int] | None = _fast.find_timestamp(
+            buf, body_start, body_end, header.record_count, header.last_offset_delta, header.base_timestamp,
+            header.max_timestamp, header.attributes & TIMESTAMP_TYPE_BIT, max(skip, 0), timestamp,
+        )
+        if hit is not None:  # a dense body: the entry's offset is base + index
+            at_index, found_timestamp = hit
+            return None if at_index < 0 else (found_timestamp, header.base_offset + at_index)
     try:
         unpacker = msgpack.Unpacker(
             use_list=False, raw=False, max_buffer_size=body_end - body_start, **_unpack_limits(body_end - body_start)
