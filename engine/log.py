@@ -6,10 +6,11 @@ policy (``flush.messages`` / ``flush.ms``), reads by offset and by timestamp,
 per-partition part of recovery.
 
 Concurrency contract: everything runs on the event loop's thread. Appends are
-serialised by a single writer task: callers enqueue an encoded batch and await
-its future; the writer takes every batch waiting, assigns offsets, writes them
-with one executor hop (and one fsync when the flush policy asks for it) and
-resolves the futures. A caller cancelled before its batch was taken is simply
+serialised by a single writer task: callers enqueue their batch (a small one
+as its records, which the writer encodes together with the small appends
+queued beside it into one batch) and await a future; the writer takes every
+batch waiting, assigns offsets, writes them with one executor hop (and one
+fsync when the flush policy asks for it) and resolves the futures. A caller cancelled before its batch was taken is simply
 dropped; after that, the batch is written whole or not at all, so no
 cancellation leaves a half-written batch visible. Readers never wait for the
 writer: they read below the log end offset, which moves only after a write
@@ -98,8 +99,47 @@ class _PendingAppend:
     body: bytes  # the rest of the batch (never copied: written from here by pwritev)
     header: BatchHeader  # as encoded (base offset 0)
     size: int  # bytes of the whole batch (header.size, kept as a field: it is read several times per append)
-    future: asyncio.Future[AppendResult]
+    future: asyncio.Future[AppendResult] | None  # None for a merged batch: its members' futures answer
     base_offset: int = -1  # assigned by the writer
+    # A batch merged from small appends: (future, record count, max timestamp) of each, in order.
+    members: list[tuple[asyncio.Future[AppendResult], int, int]] | None = None
+
+    def futures(self) -> list[asyncio.Future[AppendResult]]:
+        """The futures of the callers this batch answers."""
+        if self.members is not None:
+            return [member[0] for member in self.members]
+        assert self.future is not None  # only a merged batch has none
+        return [self.future]
+
+
+@dataclass(slots=True)
+class _SmallAppend:
+    """A small append not encoded yet: the writer encodes it, merged with the small appends queued beside it."""
+
+    records: list[Record]  # a copy: the caller may reuse its list while it waits
+    estimate: int  # bytes of its keys and values plus per-record overhead: bounds a merged batch
+    future: asyncio.Future[AppendResult]
+
+
+# Appends of at most this many records may be merged into one batch with the appends queued beside
+# them (Kafka's producer does the same in its RecordAccumulator). 100 concurrent single-record
+# callers: one batch of 100 records per write instead of 100 batches (~9 -> ~5 us per append).
+SMALL_APPEND_RECORDS: Final = 16
+_RECORD_OVERHEAD_ESTIMATE: Final = 32  # msgpack framing and timestamp delta per record, rounded up
+
+
+def _small_estimate(records: list[Record]) -> int | None:
+    # The estimate of a small append of plain Records whose key and value are bytes or None, or
+    # None when it is anything else (encoded at once then, so its error is raised at once).
+    total = 0
+    for record in records:
+        if record.__class__ is not Record:
+            return None
+        value, key = record[0], record[1]
+        if (value.__class__ is not bytes and value is not None) or (key.__class__ is not bytes and key is not None):
+            return None
+        total += _RECORD_OVERHEAD_ESTIMATE + (len(value) if value else 0) + (len(key) if key else 0)
+    return total
 
 
 class PartitionLog:
@@ -136,7 +176,7 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms()
         self._lock = asyncio.Lock()
-        self._pending: list[_PendingAppend] = []
+        self._pending: list[_PendingAppend | _SmallAppend] = []
         self._writer: asyncio.Task[None] | None = None
         self._data_waiters: list[asyncio.Future[None]] = []
         # (first offset, end offset, bytes) of the last small write: tailing reads decode it directly.
@@ -217,18 +257,27 @@ class PartitionLog:
             ClosedError: the log or engine was closed.
         """
         self._check_writable()
-        head, body, header = self._encode(records)
         loop = asyncio.get_running_loop()
-        pending = _PendingAppend(head, body, header, header.size, loop.create_future())
-        self._pending.append(pending)
+        future: asyncio.Future[AppendResult] = loop.create_future()
+        estimate = (
+            _small_estimate(records)
+            if isinstance(records, list) and records.__class__ is list and 0 < len(records) <= SMALL_APPEND_RECORDS
+            else None
+        )
+        if estimate is not None:
+            # Encoded by the writer, in one batch with the small appends waiting beside it.
+            self._pending.append(_SmallAppend(list(records), estimate, future))
+        else:
+            head, body, header = self._encode(records)
+            self._pending.append(_PendingAppend(head, body, header, header.size, future))
         if self._writer is None:
             self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
         # If this caller is cancelled the future is cancelled with it; the writer
         # skips cancelled futures it has not taken yet, and a batch already taken
         # is written whole (its result is simply not delivered).
-        return await pending.future
+        return await future
 
-    def _encode(self, records: Sequence[Record]) -> tuple[bytearray, bytes, BatchHeader]:
+    def _encode(self, records: Sequence[Record], now_ms: int | None = None) -> tuple[bytearray, bytes, BatchHeader]:
         given: object = records  # callers may pass anything; check before trusting the annotation
         # A list or tuple of records is the common case; the ABC check (~1 us) only for anything else.
         if given.__class__ is not list and (isinstance(given, (Record, str, bytes)) or not isinstance(given, Sequence)):
@@ -239,7 +288,8 @@ class PartitionLog:
             raise InvalidRecordError("append of an empty batch: pass at least one Record")
         try:
             head, body = encode_batch_parts(
-                0, records, timestamp_type=self._timestamp_type, now_ms=_now_ms(), packer=self._packer
+                0, records, timestamp_type=self._timestamp_type, now_ms=_now_ms() if now_ms is None else now_ms,
+                packer=self._packer,
             )
         except (TypeError, ValueError) as exc:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: {exc}") from exc
@@ -280,6 +330,7 @@ class PartitionLog:
         config = self.config
         limit = max(config.max_message_bytes, config.segment_bytes)
         items: list[_PendingAppend] = []
+        futures: list[asyncio.Future[AppendResult]] = []
         loop = asyncio.get_running_loop()
         view = memoryview(data)
         position, end = 0, len(view)
@@ -300,14 +351,16 @@ class PartitionLog:
             else:
                 self._check_size(header.size)
                 head, body, batch_header = bytearray(raw[:HEADER_SIZE]), bytes(raw[HEADER_SIZE:]), header
-            items.append(_PendingAppend(head, body, batch_header, batch_header.size, loop.create_future()))
+            future: asyncio.Future[AppendResult] = loop.create_future()
+            futures.append(future)
+            items.append(_PendingAppend(head, body, batch_header, batch_header.size, future))
             position += header.size
         if not items:
             raise CorruptRecordError(f"{self.topic}-{self.partition}: append_encoded got no batch")
         self._pending.extend(items)  # no await since the first: the batches stay contiguous
         if self._writer is None:
             self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
-        results = await asyncio.gather(*(item.future for item in items))
+        results = await asyncio.gather(*futures)
         return AppendResult(
             first_offset=results[0].first_offset,
             last_offset=results[-1].last_offset,
@@ -329,38 +382,92 @@ class PartitionLog:
                         await self._write_group(group)
                 except BaseException as exc:
                     for item in group:
-                        if not item.future.done():
-                            if isinstance(exc, asyncio.CancelledError):
-                                item.future.cancel()
-                            else:
-                                item.future.set_exception(exc)
+                        for future in item.futures():
+                            if not future.done():
+                                if isinstance(exc, asyncio.CancelledError):
+                                    future.cancel()
+                                else:
+                                    future.set_exception(exc)
                     if isinstance(exc, asyncio.CancelledError):
                         raise
         finally:
             self._writer = None
             # Only left behind when the writer itself was cancelled: these callers are told their
             # append failed, so the batches must never be written later by another writer.
-            for item in self._pending:
-                if not item.future.done():
-                    item.future.set_exception(ClosedError(f"{self.topic}-{self.partition} was closed"))
+            for waiting in self._pending:
+                if waiting.future is not None and not waiting.future.done():
+                    waiting.future.set_exception(ClosedError(f"{self.topic}-{self.partition} was closed"))
             self._pending.clear()
 
     def _take_group(self) -> list[_PendingAppend]:
+        """The batches of the next write, in arrival order: runs of small appends merged, about 1 MiB."""
         group: list[_PendingAppend] = []
-        size = 0
+        run: list[_SmallAppend] = []
+        size = run_bytes = 0
+        config = self.config
+        # A merged batch must pass the size checks its appends would pass alone; well below them,
+        # the estimate (keys, values, overhead; not headers) leaves room for what it leaves out.
+        merge_limit = min(config.max_message_bytes, config.segment_bytes) // 2
         pending = self._pending
         taken = 0
         for item in pending:
-            if item.future.cancelled():
+            if item.future is not None and item.future.cancelled():
                 taken += 1
                 continue
-            if group and size + item.size > MAX_GROUP_BYTES:
+            item_bytes = item.estimate if isinstance(item, _SmallAppend) else item.size
+            if (group or run) and size + item_bytes > MAX_GROUP_BYTES:
                 break
             taken += 1
+            size += item_bytes
+            if isinstance(item, _SmallAppend):
+                if run and run_bytes + item_bytes > merge_limit:
+                    group.extend(self._encode_run(run))
+                    run, run_bytes = [], 0
+                run.append(item)
+                run_bytes += item_bytes
+                continue
+            if run:
+                group.extend(self._encode_run(run))
+                run, run_bytes = [], 0
             group.append(item)
-            size += item.size
+        if run:
+            group.extend(self._encode_run(run))
         del pending[:taken]  # one slice delete: pop(0) per item made a group of n appends O(n^2)
         return group
+
+    def _encode_run(self, run: list[_SmallAppend]) -> list[_PendingAppend]:
+        """One batch holding the records of every small append in ``run``, in order.
+
+        When that batch cannot be encoded (a record is invalid) or is too
+        large, each append is encoded alone instead, so that only the callers
+        at fault get the error.
+        """
+        if len(run) > 1:
+            now_ms = _now_ms()
+            try:
+                head, body, header = self._encode([record for small in run for record in small.records], now_ms)
+            except (InvalidRecordError, RecordTooLargeError):
+                pass
+            else:
+                log_append_time = self._timestamp_type is TimestampType.LOG_APPEND_TIME
+                members = [
+                    (
+                        small.future,
+                        len(small.records),
+                        now_ms if log_append_time else max([now_ms if r[2] is None else r[2] for r in small.records]),
+                    )
+                    for small in run
+                ]
+                return [_PendingAppend(head, body, header, header.size, None, members=members)]
+        batches: list[_PendingAppend] = []
+        for small in run:
+            try:
+                head, body, header = self._encode(small.records)
+            except (InvalidRecordError, RecordTooLargeError) as exc:
+                small.future.set_exception(exc)
+                continue
+            batches.append(_PendingAppend(head, body, header, header.size, small.future))
+        return batches
 
     async def _write_group(self, group: list[_PendingAppend]) -> None:
         """Assign offsets, roll when needed, write, advance the log end, resolve futures (lock held)."""
@@ -468,17 +575,21 @@ class PartitionLog:
         log_append_time = self._timestamp_type is TimestampType.LOG_APPEND_TIME
         start = self._log_start_offset
         for item in chunk:
-            if not item.future.done():
-                base, header = item.base_offset, item.header
+            base, header = item.base_offset, item.header
+            append_time = header.max_timestamp if log_append_time else NO_TIMESTAMP
+            if item.members is not None:
+                for future, count, max_timestamp in item.members:
+                    if not future.done():
+                        future.set_result(
+                            _new_append_result((base, base + count - 1, max_timestamp, append_time, start))
+                        )
+                    base += count
+            elif item.future is not None and not item.future.done():
                 # Field order of AppendResult: first, last, max timestamp, log append time, log start.
                 item.future.set_result(
-                    _new_append_result((
-                        base,
-                        base + header.last_offset_delta,
-                        header.max_timestamp,
-                        header.max_timestamp if log_append_time else NO_TIMESTAMP,
-                        start,
-                    ))
+                    _new_append_result(
+                        (base, base + header.last_offset_delta, header.max_timestamp, append_time, start)
+                    )
                 )
         self._wake_readers()
 

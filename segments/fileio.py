@@ -500,7 +500,9 @@ class SegmentFile:
         finally:
             with self._cond:
                 self._busy -= 1
-                if self._busy == 0:
+                # Only a closer waits (it marks the file closed before it waits, and checks _busy
+                # under this lock): skipping notify_all() otherwise saves ~1 us per loop-side read.
+                if self._busy == 0 and self.closed:
                     self._cond.notify_all()
 
     def _check_open(self) -> None:

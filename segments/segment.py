@@ -133,6 +133,7 @@ class FetchData(NamedTuple):
     data: memoryview
     first_entry_incomplete: bool = False
     max_bytes: int | None = None  # set when ``data`` is one batch larger than the read's max_bytes
+    first_header: BatchHeader | None = None  # the first batch's header, checked when the read found it
 
     def records(self, max_offset: int | None = None) -> list[Record]:
         """Decode ``data`` into Records from the requested offset on (CRC verified), below ``max_offset``.
@@ -147,8 +148,10 @@ class FetchData(NamedTuple):
         """
         start_offset = self.offset_metadata.message_offset
         if self.max_bytes is not None and len(self.data) >= HEADER_SIZE:
-            header = read_header(self.data)
-            check_header(header, len(self.data))
+            header = self.first_header
+            if header is None:
+                header = read_header(self.data)
+                check_header(header, len(self.data))
             verify_crc(self.data, 0, header)
             records = decode_batch(self.data, 0, header, start_offset=start_offset, max_bytes=self.max_bytes)
         else:
@@ -1032,7 +1035,9 @@ class LogSegment:
             if buf is None:
                 buf = memoryview(pread(located.position, fetch_size))
             view = buf.toreadonly()[: _whole_batches_length(buf, first_size)]
-            return FetchData(metadata, view, max_bytes=max_bytes if first_size > max_bytes else None)
+            return FetchData(
+                metadata, view, max_bytes=max_bytes if first_size > max_bytes else None, first_header=located.header
+            )
 
         return await self._log.run_read(work)
 

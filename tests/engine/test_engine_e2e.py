@@ -425,7 +425,8 @@ async def test_read_only_engine_beside_a_writer_that_closes(tmp_path: Path) -> N
 
 async def test_readers_and_subscribers_beside_concurrent_appenders(tmp_path: Path) -> None:
     """Readers never see a gap, a reordering or a half batch while several producers append and roll."""
-    config = LogConfig(segment_bytes=16384, segment_index_bytes=1024, index_interval_bytes=256)
+    # Concurrent small appends are merged into few batches: the 600 records take ~8 KB.
+    config = LogConfig(segment_bytes=2048, segment_index_bytes=1024, index_interval_bytes=256)
     async with Engine.open(tmp_path, config) as eng:
         await eng.create_topic("t")
         log = eng.log("t")
