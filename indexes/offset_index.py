@@ -127,6 +127,33 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         finally:
             lock.release()
 
+    def ceiling_span(self, target_offset: int) -> tuple[int, int] | None:
+        """Where to read the batch holding ``target_offset``, when an entry says so: ``(position, bytes)``.
+
+        The entry with the smallest offset ``>= target_offset`` (an entry
+        carries its batch's last offset and start position, so that batch is
+        the first indexed one reaching the target) and the bytes from its
+        position to the next entry's (``0`` when it is the last entry). When
+        that batch starts at or below the target, a reader finds it with one
+        read and one header instead of walking from the floor entry; when
+        unindexed batches lie between, it must walk (the header tells it).
+        ``None`` when no entry reaches the target.
+
+        Raises:
+            ClosedError: the index is closed.
+        """
+        lock = self._lock
+        lock.acquire()
+        try:
+            keys, positions = self._mirror or self._load_mirror()
+            slot = bisect_ceiling(keys, self._entries, target_offset - self._base_offset, _WARM)
+            if slot is None:
+                return None
+            position = positions[slot]
+            return position, (positions[slot + 1] - position if slot + 1 < self._entries else 0)
+        finally:
+            lock.release()
+
     def fetch_upper_bound_offset(self, fetch_offset: OffsetPosition, fetch_size: int) -> OffsetPosition | None:
         """The first entry whose position is ``>= fetch_offset.position + fetch_size``, or ``None``.
 

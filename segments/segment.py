@@ -1013,26 +1013,46 @@ class LogSegment:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         self._check_open()
         offset_index = await self._loaded_offset_index()
-        start = offset_index.lookup(start_offset).position if offset_index else 0
+        span = offset_index.ceiling_span(start_offset) if offset_index else None
         tail = self._tail
-        if tail is not None and tail[1] <= start_offset and tail[0] > start:
-            start = tail[0]  # the batch holding start_offset is at or after the last append's first batch
         end = self._log.size
         limit = end if max_position is None else min(max_position, end)
+        path = self._log.path
 
         def work(pread: PRead) -> FetchData | None:
-            walk = _HeaderWalk(pread, start, end, self._log.path, _READ_WINDOW)
-            located = next((b for b in walk if b.header.last_offset >= start_offset), None)
+            located: LocatedBatch | None = None
+            if span is not None and span[0] < end:
+                # The first indexed batch reaching the offset usually holds it (every batch of
+                # more than index.interval.bytes is indexed): one read of it, one header.
+                position = span[0]
+                window: bytes | bytearray = pread(position, min(span[1] or _READ_WINDOW, end - position))
+                window_start = position
+                if len(window) >= HEADER_SIZE:
+                    header = read_header(window)
+                    if (
+                        header.base_offset <= start_offset <= header.last_offset
+                        and header_problem(header, end - position) is None
+                    ):
+                        located = LocatedBatch(position, header)
             if located is None:
-                return None
+                start = offset_index.lookup(start_offset).position if offset_index else 0
+                if tail is not None and tail[1] <= start_offset and tail[0] > start:
+                    start = tail[0]  # the batch holding start_offset is at or after the last append's first
+                walk = _HeaderWalk(pread, start, end, path, _READ_WINDOW)
+                located = next((b for b in walk if b.header.last_offset >= start_offset), None)
+                if located is None:
+                    return None
+                window, window_start = walk.window, walk.window_start
             metadata = LogOffsetMetadata(start_offset, self._base_offset, located.position)
             first_size = located.header.size
             adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
             fetch_size = min(limit - located.position, adjusted)
             if fetch_size < first_size:
                 return FetchData(metadata, _EMPTY, first_entry_incomplete=0 < adjusted < first_size)
-            buf = walk.bytes_at(located.position, fetch_size)
-            if buf is None:
+            at = located.position - window_start
+            if at >= 0 and at + fetch_size <= len(window):
+                buf = memoryview(window)[at : at + fetch_size]
+            else:
                 buf = memoryview(pread(located.position, fetch_size))
             view = buf.toreadonly()[: _whole_batches_length(buf, first_size)]
             return FetchData(
