@@ -11,8 +11,9 @@ as its records, which the writer encodes together with the small appends
 queued beside it into one batch) and await a future; the writer takes every
 batch waiting, assigns offsets, writes them with one executor hop (and one
 fsync when the flush policy asks for it) and resolves the futures. A caller
-cancelled before its batch was taken is simply dropped; after that, the batch is written whole or not at all, so no
-cancellation leaves a half-written batch visible. Readers never wait for the
+cancelled before its batch was taken is simply dropped; after that, the batch
+is written whole or not at all, so no cancellation leaves a half-written batch
+visible. Readers never wait for the
 writer: they read below the log end offset, which moves only after a write
 completed. Structural changes (roll, retention, truncation, close) take
 ``_lock``, which the writer also holds while it writes.
