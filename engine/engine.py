@@ -389,7 +389,6 @@ class Engine:
             return {}
 
     def _parse_topic_file(self, topic: str, partition: int, data: bytes | None) -> _Topic:
-        where = self.path / partition_dir_name(topic, partition) / TOPIC_FILE
         overrides: dict[str, Any] = {}
         partitions = partition + 1
         if data is not None:
@@ -400,6 +399,7 @@ class Engine:
                 partitions = int(meta.get("partitions", partitions))
                 overrides = dict(meta.get("config", {}))
             except (ValueError, TypeError) as exc:
+                where = self._topic_file(topic, partition)
                 log.warning("%s: unreadable (%s); using the engine's default config", where, exc)
         existing = self._topics.get(topic)
         if existing is not None:  # the topic's config comes from its first partition (~50 us to build)
@@ -408,9 +408,12 @@ class Engine:
         try:
             config = LogConfig.from_properties(overrides, base=self.config)
         except InvalidConfigError as exc:
-            log.warning("%s: %s; using the engine's default config", where, exc)
+            log.warning("%s: %s; using the engine's default config", self._topic_file(topic, partition), exc)
             overrides, config = {}, self.config
         return _Topic(topic, max(partitions, partition + 1), overrides, config)
+
+    def _topic_file(self, topic: str, partition: int) -> Path:
+        return self.path / partition_dir_name(topic, partition) / TOPIC_FILE
 
     async def _open_partitions(
         self, chunk: list[tuple[_Topic, int]], now_ms: int, *, clean: bool

@@ -404,7 +404,7 @@ class LogSegment:
         Raises:
             StorageError: the ``.log`` cannot be opened (with ``defer_open``: is not a regular file).
         """
-        directory = Path(directory)
+        directory = directory if isinstance(directory, Path) else Path(directory)  # Path(a Path) re-parses it
         prefix = f"{directory}{os.sep}{base_offset:020d}"
         log = SegmentFile.open_in_thread(
             f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops, defer=defer_open
