@@ -469,6 +469,11 @@ def _unpack_limits(body_len: int) -> dict[str, int]:
     }
 
 
+def _c_readable(buf: bytes | bytearray | memoryview) -> bool:
+    # The C readers take a buffer as one contiguous block (a strided memoryview is Python's to read).
+    return not isinstance(buf, memoryview) or buf.c_contiguous
+
+
 def _body_span(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> tuple[int, int]:
     body_start = position + HEADER_SIZE
     body_end = position + LOG_OVERHEAD + header.batch_length
@@ -580,13 +585,19 @@ def decode_batch(
         if record is not None:
             return [record] if record.offset >= start_offset else []
     skip = start_offset - header.base_offset
-    if _fast is not None and skip < header.record_count:
+    if (
+        _fast is not None
+        and skip < header.record_count
+        and (max_bytes is None or type(max_bytes) is int)
+        and _c_readable(buf)
+    ):
         # A dense body read straight into Records (the entries before `skip` are checked, not built).
+        # -1 is "no limit" to the C reader; any max_bytes <= 0 takes one record (_records_within).
         body_start, body_end = _body_span(buf, position, header)
         built: list[Record] | None = _fast.decode_records(
             Record, buf, body_start, body_end, header.record_count, header.last_offset_delta, header.base_offset,
             header.base_timestamp, header.max_timestamp, header.attributes & TIMESTAMP_TYPE_BIT, max(skip, 0),
-            -1 if max_bytes is None else max_bytes,
+            -1 if max_bytes is None else min(max(max_bytes, 0), INT64_MAX),
         )
         if built is not None:
             return built
@@ -670,10 +681,11 @@ def find_timestamp(
         return None
     body_start, body_end = _body_span(buf, position, header)
     skip = start_offset - header.base_offset
-    if _fast is not None and skip < header.record_count:
+    if _fast is not None and skip < header.record_count and type(timestamp) is int and _c_readable(buf):
+        # Any target below int64 matches like its smallest value (the deltas keep timestamps >= 0).
         hit: tuple[int, int] | None = _fast.find_timestamp(
             buf, body_start, body_end, header.record_count, header.last_offset_delta, header.base_timestamp,
-            header.max_timestamp, header.attributes & TIMESTAMP_TYPE_BIT, max(skip, 0), timestamp,
+            header.max_timestamp, header.attributes & TIMESTAMP_TYPE_BIT, max(skip, 0), max(timestamp, -INT64_MAX - 1),
         )
         if hit is not None:  # a dense body: the entry's offset is base + index
             at_index, found_timestamp = hit

@@ -421,3 +421,24 @@ def test_a_log_append_time_batch_with_a_negative_max_timestamp_decodes_as_python
     buf = struct.pack(">qiibI", 0, 49 + len(body), -1, MAGIC, google_crc32c.value(tail)) + tail
     fast, slow = both(lambda: decode_batch(buf, 0, read_header(buf)))
     assert fast == slow
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda buf, h: decode_batch(buf, 0, h, max_bytes=-1),  # any max_bytes <= 0 takes one record
+        lambda buf, h: decode_batch(buf, 0, h, max_bytes=2**63),  # beyond int64: every record
+        lambda buf, h: decode_batch(buf, 0, h, max_bytes=2.5),  # not an int: the Python path decides
+        lambda buf, h: find_timestamp(buf, 0, h, -(2**64)),  # below int64: the first record
+        lambda buf, h: find_timestamp(buf, 0, h, 5.0),
+        lambda buf, h: decode_batch(memoryview(bytes(a for b in buf for a in (b, 0)))[::2], 0, h),  # strided
+    ],
+)
+def test_arguments_at_the_c_boundaries_give_the_python_answer(call: Callable[[bytes, Any], object]) -> None:
+    # Found by the ASan/UBSan review of decode_records and find_timestamp: -1 meant "no limit" to
+    # C, int64 overflow raised OverflowError, floats TypeError, a strided view BufferError.
+    buf = encode_batch(0, [Record(b"v%d" % i, None, 5) for i in range(3)],
+                       timestamp_type=TimestampType.CREATE_TIME, now_ms=1)
+    header = read_header(buf)
+    fast, slow = both(lambda: call(buf, header))
+    assert fast == slow and fast[0] == "ok"  # type: ignore[index]
