@@ -129,6 +129,14 @@ SMALL_APPEND_RECORDS: Final = 16
 _RECORD_OVERHEAD_ESTIMATE: Final = 32  # msgpack framing and timestamp delta per record, rounded up
 
 
+def _largest(records: list[Record], now_ms: int) -> int:
+    # The largest timestamp of encoded CreateTime records (None became now_ms).
+    if len(records) == 1:
+        timestamp = records[0][2]
+        return now_ms if timestamp is None else timestamp
+    return max([now_ms if r[2] is None else r[2] for r in records])
+
+
 def _small_estimate(records: list[Record]) -> int | None:
     # The estimate of a small append of plain Records whose key and value are bytes or None, or
     # None when it is anything else (encoded at once then, so its error is raised at once).
@@ -260,15 +268,13 @@ class PartitionLog:
         self._check_writable()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
-        estimate = (
-            _small_estimate(records)
-            if isinstance(records, list) and records.__class__ is list and 0 < len(records) <= SMALL_APPEND_RECORDS
-            else None
-        )
-        if estimate is not None:
-            # Encoded by the writer, in one batch with the small appends waiting beside it.
-            self._pending.append(_SmallAppend(list(records), estimate, future))
-        else:
+        estimate = None
+        if type(records) is list and 0 < len(records) <= SMALL_APPEND_RECORDS:
+            estimate = _small_estimate(records)
+            if estimate is not None:
+                # Encoded by the writer, in one batch with the small appends waiting beside it.
+                self._pending.append(_SmallAppend(records.copy(), estimate, future))
+        if estimate is None:
             head, body, header = self._encode(records)
             self._pending.append(_PendingAppend(head, body, header, header.size, future))
         if self._writer is None:
@@ -452,11 +458,7 @@ class PartitionLog:
             else:
                 log_append_time = self._timestamp_type is TimestampType.LOG_APPEND_TIME
                 members = [
-                    (
-                        small.future,
-                        len(small.records),
-                        now_ms if log_append_time else max([now_ms if r[2] is None else r[2] for r in small.records]),
-                    )
+                    (small.future, len(small.records), now_ms if log_append_time else _largest(small.records, now_ms))
                     for small in run
                 ]
                 return [_PendingAppend(head, body, header, header.size, None, members=members)]
