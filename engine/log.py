@@ -699,7 +699,9 @@ class PartitionLog:
         segment: LogSegment | None = self._segments.floor_segment(offset)
         while segment is not None and offset < end:
             max_position = segment.size if segment is self._segments.active_segment else None
-            data = await segment.read(offset, max_bytes, max_position=max_position, min_one_message=True)
+            data = segment.read_cached(offset, max_bytes, max_position)  # no await when it can answer at once
+            if data is None:
+                data = await segment.read(offset, max_bytes, max_position=max_position, min_one_message=True)
             if data is not None and data.data:
                 records = data.records(max_offset=end)
                 if records:

@@ -708,6 +708,24 @@ class SegmentFile:
                 pass
         return await in_thread(self._guarded, fn, self._pread_blocking)
 
+    def read_cached(self, position: int, size: int) -> bytes | bytearray | None:
+        """The ``size`` bytes at ``position`` if the page cache holds them all, else ``None``; no hop, no wait.
+
+        For a reader that has a slower path of its own to take (one executor
+        hop) when the bytes are not cached: the same read as :meth:`run_read`'s
+        first attempt, without the function it runs.
+
+        Raises:
+            StorageError: the read failed.
+            ClosedError: the file is closed.
+        """
+        if not self._page_cache_reads:
+            return None
+        try:
+            return self._guarded(self._pread_nowait, position, size)
+        except _NotCached:
+            return None
+
     def read_in_thread(self, fn: Callable[[PRead], _T], *, transient: bool = False) -> _T:
         """Run ``fn(pread)`` with blocking reads; only from an executor thread the caller owns.
 

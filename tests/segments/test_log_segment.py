@@ -568,3 +568,56 @@ async def test_append_parts_writes_batches_split_into_header_and_body(make_segme
         await seg.append_parts([head, body], [read_header(head)._replace(magic=0)])
     assert seg.size == len(b"".join(parts))
     await seg.close()
+
+
+@pytest.mark.parametrize("interval", [10, 300])
+async def test_read_cached_answers_as_read_does_or_not_at_all(make_segment: SegmentFactory, interval: int) -> None:
+    # The engine's point-read path: when read_cached answers, it must be exactly read(...,
+    # min_one_message=True); with every batch indexed (interval 10) it must answer nearly always.
+    seg = await make_segment(0, index_interval_bytes=interval)
+    offset = 0
+    for n in range(40):
+        values = [f"v{offset + i}." * (1 + (n * 7 + i) % 9) for i in range(1 + n % 5)]
+        await seg.append([batch(offset, *values)])
+        offset += len(values)
+    answered = asked = 0
+    for target in range(offset):
+        for max_bytes in (0, 1, 60, 700, 1 << 20):
+            for max_position in (None, seg.size - 1):
+                asked += 1
+                fast = seg.read_cached(target, max_bytes, max_position)
+                if fast is None:
+                    continue
+                answered += 1
+                slow = await seg.read(target, max_bytes, max_position=max_position, min_one_message=True)
+                assert slow is not None
+                assert fast.offset_metadata == slow.offset_metadata
+                assert bytes(fast.data) == bytes(slow.data)
+                assert fast.max_bytes == slow.max_bytes
+                assert fast.records() == slow.records()
+    if interval == 10:
+        assert answered > asked * 0.8
+    else:
+        assert answered > 0
+
+
+async def test_read_cached_declines_before_the_indexes_are_checked(
+    make_segment: SegmentFactory, tmp_path: Path
+) -> None:
+    seg = await make_segment(0)
+    for offset in range(0, 30, 3):
+        await seg.append([batch(offset, "a", "b", "c")])
+    assert seg.read_cached(4, 1) is not None
+    await seg.close()
+    reopened = await LogSegment.open(
+        tmp_path, 0, max_index_size=1000, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0,
+        file_already_exists=True,
+    )
+    try:
+        assert reopened.read_cached(4, 1) is None  # the index files are not loaded and checked yet
+        got = await reopened.read(4, 1, min_one_message=True)  # loads and checks them
+        assert got is not None and [r.offset for r in got.records()] == [4]
+        cached = reopened.read_cached(4, 1)
+        assert cached is not None and [r.offset for r in cached.records()] == [4]
+    finally:
+        await reopened.close()
