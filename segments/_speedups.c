@@ -979,26 +979,24 @@ take_timestamps(Cursor *c, Py_ssize_t count, long long base_ts, long long max_ts
  * every header name decoded, no trailing bytes); None for anything else, so the Python path
  * decides (it raises for a bad body and reads a valid one this function does not take).
  */
+/*
+ * The core of decode_records, on the body bytes [body, body + body_len): a new list, a new
+ * reference to None (decline), or NULL with an exception set.
+ */
 static PyObject *
-decode_records(PyObject *self, PyObject *args)
+records_of_body(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_len, Py_ssize_t count,
+                long long last_offset_delta, long long base_offset, long long base_ts, long long max_ts,
+                int log_append, Py_ssize_t lo, long long max_bytes)
 {
-    PyTypeObject *type;
-    Py_buffer view;
-    Py_ssize_t body_start, body_end, count, lo;
-    long long last_offset_delta, base_offset, base_ts, max_ts, max_bytes, last;
-    int log_append;
-    if (!PyArg_ParseTuple(args, "O!y*nnnLLLLpnL", &PyType_Type, &type, &view, &body_start, &body_end, &count,
-                          &last_offset_delta, &base_offset, &base_ts, &max_ts, &log_append, &lo, &max_bytes))
-        return NULL;
+    long long last;
     Entry *entries = NULL;
     long long *stamps = NULL;
     PyObject *out = NULL, *empty = NULL, *headers = NULL, *result = NULL;
-    if (!PyType_IsSubtype(type, &PyTuple_Type) || body_start < 0 || body_start > body_end || body_end > view.len ||
-        count < 1 || lo < 0 || lo >= count || last_offset_delta != count - 1 || base_offset < 0 ||
-        !add_int64(base_offset, last_offset_delta, &last) || base_ts < 0 || max_ts < base_ts ||
-        count > (body_end - body_start - 6) / 2)
+    if (!PyType_IsSubtype(type, &PyTuple_Type) || body_len < 0 || count < 1 || lo < 0 || lo >= count ||
+        last_offset_delta != count - 1 || base_offset < 0 || !add_int64(base_offset, last_offset_delta, &last) ||
+        base_ts < 0 || max_ts < base_ts || count > (body_len - 6) / 2)
         goto fallback; /* the last: FORMAT.md 2.2, count * 2 + 6 <= body bytes, bounds the allocation below */
-    Cursor c = {(const unsigned char *)view.buf + body_start, (const unsigned char *)view.buf + body_end};
+    Cursor c = {body, body + body_len};
     Py_ssize_t n, m = count - lo;
     if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
         goto fallback;
@@ -1134,6 +1132,122 @@ done:
     Py_XDECREF(out);
     Py_XDECREF(empty);
     Py_XDECREF(headers);
+    return result;
+}
+
+static PyObject *
+decode_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *type;
+    Py_buffer view;
+    Py_ssize_t body_start, body_end, count, lo;
+    long long last_offset_delta, base_offset, base_ts, max_ts, max_bytes;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "O!y*nnnLLLLpnL", &PyType_Type, &type, &view, &body_start, &body_end, &count,
+                          &last_offset_delta, &base_offset, &base_ts, &max_ts, &log_append, &lo, &max_bytes))
+        return NULL;
+    PyObject *result;
+    if (body_start < 0 || body_start > body_end || body_end > view.len) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    else
+        result = records_of_body(type, (const unsigned char *)view.buf + body_start, body_end - body_start, count,
+                                 last_offset_delta, base_offset, base_ts, max_ts, log_append, lo, max_bytes);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- one whole batch: header checks, CRC, Records (a point read) ---- */
+
+/* FORMAT.md 2.1, as segments/batch.py defines them (test_speedups checks that they agree). */
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define CRC_OFFSET 17
+#define CRC_START 21
+#define MAGIC 0x54
+#define KNOWN_ATTRIBUTES 0x3F
+#define COMPRESSION_MASK 0x07
+#define TIMESTAMP_TYPE_BIT 0x08
+#define MIN_BATCH_SIZE 69
+#define MIN_RECORD_BYTES 2
+#define BODY_FIXED_BYTES 6
+
+static inline unsigned long long
+be(const unsigned char *p, int n)
+{
+    unsigned long long v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/*
+ * batch_records(record_type, crc32c, buf, start_offset, max_bytes) -> list[Record] | None
+ *
+ * What a read of the batch at the start of `buf` returns, as FetchData.records builds it: the
+ * header checked as batch.header_problem checks it (max_batch_bytes: len(buf)), the batch whole
+ * in `buf`, its CRC-32C (`crc32c`: google_crc32c.value, called on a bytes copy of the covered
+ * bytes) equal to the header's, and its body read by decode_records from start_offset on, up to
+ * max_bytes (-1: every record). None when anything is not exactly so: the Python path then
+ * raises the documented error (or reads what this function does not take).
+ */
+static PyObject *
+batch_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *type;
+    PyObject *crc32c;
+    Py_buffer view;
+    long long start_offset, max_bytes;
+    if (!PyArg_ParseTuple(args, "O!Oy*LL", &PyType_Type, &type, &crc32c, &view, &start_offset, &max_bytes))
+        return NULL;
+    PyObject *result = NULL, *covered = NULL, *computed = NULL;
+    const unsigned char *p = view.buf;
+    if (view.len < HEADER_SIZE)
+        goto fallback;
+    long long base_offset = (long long)be(p, 8);
+    long long batch_length = (int32_t)be(p + 8, 4);
+    unsigned magic = p[16];
+    unsigned long long crc = be(p + CRC_OFFSET, 4);
+    int attributes = (int16_t)be(p + 21, 2);
+    long long last_offset_delta = (int32_t)be(p + 23, 4);
+    long long base_ts = (long long)be(p + 27, 8);
+    long long max_ts = (long long)be(p + 35, 8);
+    long long count = (int32_t)be(p + 57, 4);
+    long long size = LOG_OVERHEAD + batch_length, last;
+    if (magic != MAGIC || size < MIN_BATCH_SIZE || size > view.len || (attributes & ~KNOWN_ATTRIBUTES) ||
+        (attributes & COMPRESSION_MASK) || count < 1 || count > last_offset_delta + 1 ||
+        count * MIN_RECORD_BYTES + BODY_FIXED_BYTES > size - HEADER_SIZE || base_offset < 0 ||
+        !add_int64(base_offset, last_offset_delta, &last) || max_ts < base_ts || base_ts < 0 ||
+        start_offset > last)
+        goto fallback;
+    covered = PyBytes_FromStringAndSize((const char *)p + CRC_START, (Py_ssize_t)(size - CRC_START));
+    if (covered == NULL)
+        goto error;
+    computed = PyObject_CallOneArg(crc32c, covered);
+    if (computed == NULL)
+        goto error;
+    unsigned long long value = PyLong_AsUnsignedLongLong(computed);
+    if (value == (unsigned long long)-1 && PyErr_Occurred())
+        goto fallback;
+    if (value != crc)
+        goto fallback; /* the Python path reports the mismatch */
+    long long lo = start_offset > base_offset ? start_offset - base_offset : 0;
+    result = records_of_body(type, p + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE), (Py_ssize_t)count,
+                             last_offset_delta, base_offset, base_ts, max_ts, attributes & TIMESTAMP_TYPE_BIT,
+                             (Py_ssize_t)lo, max_bytes < 0 ? -1 : max_bytes);
+    goto done;
+
+fallback:
+    PyErr_Clear();
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(covered);
+    Py_XDECREF(computed);
     PyBuffer_Release(&view);
     return result;
 }
@@ -1209,6 +1323,7 @@ static PyMethodDef methods[] = {
     {"arrow_batch", arrow_batch, METH_VARARGS, "The records of a dense batch body as Arrow column buffers, or None."},
     {"build_records", build_records, METH_VARARGS, "The Records of entries lo..hi-1 of checked columns."},
     {"decode_records", decode_records, METH_VARARGS, "The Records of a dense batch body from entry lo on, or None."},
+    {"batch_records", batch_records, METH_VARARGS, "The Records a read of the (checked, CRC-verified) batch returns."},
     {"find_timestamp", find_timestamp, METH_VARARGS, "The first entry >= lo of a dense body at or after a timestamp."},
     {NULL, NULL, 0, NULL},
 };

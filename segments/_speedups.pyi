@@ -1,6 +1,6 @@
 """Type stubs of the optional C module segments._speedups (see segments/_speedups.c)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from segments.records import Record
 
@@ -78,3 +78,11 @@ def find_timestamp(
     timestamp: int,
     /,
 ) -> tuple[int, int] | None: ...
+def batch_records(
+    record_type: type[Record],
+    crc32c: Callable[[bytes], int],
+    buf: bytes | bytearray | memoryview,
+    start_offset: int,
+    max_bytes: int,
+    /,
+) -> list[Record] | None: ...

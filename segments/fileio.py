@@ -721,10 +721,20 @@ class SegmentFile:
         """
         if not self._page_cache_reads:
             return None
+        lock = self._busy_lock  # _guarded, inlined: this is a point read's one file access
+        with lock:
+            if self._closed:
+                raise ClosedError(f"{self._name}: file is closed")
+            self._busy += 1
         try:
-            return self._guarded(self._pread_nowait, position, size)
+            return self._pread_nowait(position, size)
         except _NotCached:
             return None
+        finally:
+            with lock:
+                self._busy -= 1
+                if self._busy == 0 and self._idle is not None:
+                    self._idle.notify_all()
 
     def read_in_thread(self, fn: Callable[[PRead], _T], *, transient: bool = False) -> _T:
         """Run ``fn(pread)`` with blocking reads; only from an executor thread the caller owns.

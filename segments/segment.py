@@ -40,8 +40,8 @@ from segments.batch import (
     BatchHeader,
     ScanStop,
     check_header,
-    decode_batch,
     decode_batches,
+    decode_first_batch,
     find_timestamp,
     header_problem,
     is_v1_batch,
@@ -148,17 +148,16 @@ class FetchData(NamedTuple):
         """
         start_offset = self.offset_metadata.message_offset
         if self.max_bytes is not None and len(self.data) >= HEADER_SIZE:
-            header = self.first_header
-            if header is None:
-                header = read_header(self.data)
-                check_header(header, len(self.data))
-            verify_crc(self.data, 0, header)
-            records = decode_batch(self.data, 0, header, start_offset=start_offset, max_bytes=self.max_bytes)
+            records = decode_first_batch(self.data, start_offset=start_offset, max_bytes=self.max_bytes)
         else:
             records = decode_batches(self.data, start_offset=start_offset, max_batch_bytes=len(self.data))
         if max_offset is not None and records and records[-1].offset >= max_offset:
             records = [r for r in records if r.offset < max_offset]
         return records
+
+
+_new_fetch_data = partial(tuple.__new__, FetchData)
+_new_offset_metadata = partial(tuple.__new__, LogOffsetMetadata)
 
 
 class _HeaderWalk:
@@ -1107,12 +1106,14 @@ class LogSegment:
             view = view[: _whole_batches_length(view[:fetch_size], first_size)]
         else:
             view = view[:first_size]
-        return FetchData(
-            LogOffsetMetadata(start_offset, self._base_offset, position),
+        # tuple.__new__: two NamedTuple constructors' Python frames are ~0.8 us of a ~10 us point read.
+        return _new_fetch_data((
+            _new_offset_metadata((start_offset, self._base_offset, position)),
             view,
-            max_bytes=max_bytes if first_size > max_bytes else None,
-            first_header=header,
-        )
+            False,
+            max_bytes if first_size > max_bytes else None,
+            header,
+        ))
 
     async def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> TimestampOffset | None:
         """The earliest record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``, or ``None``.
