@@ -700,6 +700,12 @@ class PartitionLog:
         segment: LogSegment | None = self._segments.floor_segment(offset)
         while segment is not None and offset < end:
             max_position = segment.size if segment is self._segments.active_segment else None
+            # A point read answered at once (one batch, placed by the index, cached): no await, no hop.
+            got = segment.read_records_cached(offset, max_bytes, max_position)
+            if got and got[-1].offset >= end:
+                got = [r for r in got if r.offset < end]
+            if got:
+                return _new_fetch_result((got, got[-1].offset + 1, end, self._log_start_offset))
             data = segment.read_cached(offset, max_bytes, max_position)  # no await when it can answer at once
             if data is None:
                 data = await segment.read(offset, max_bytes, max_position=max_position, min_one_message=True)

@@ -156,6 +156,9 @@ class FetchData(NamedTuple):
         return records
 
 
+# base_offset, batch_length, (partition_leader_epoch, magic, crc, attributes skipped), last_offset_delta:
+# where a batch's offsets are, read without building a BatchHeader (FORMAT.md §2.1).
+_LOCATE: Final = struct.Struct(">qi11xi")
 _new_fetch_data = partial(tuple.__new__, FetchData)
 _new_offset_metadata = partial(tuple.__new__, LogOffsetMetadata)
 
@@ -1059,6 +1062,55 @@ class LogSegment:
             )
 
         return await self._log.run_read(work)
+
+    def read_records_cached(
+        self, start_offset: int, max_bytes: int, max_position: int | None = None
+    ) -> list[Record] | None:
+        """The Records :meth:`read` would return from one batch, when it can be answered at once: else ``None``.
+
+        A point read: the batch holding ``start_offset`` is placed by the
+        offset index (as in :meth:`read_cached`), is at least ``max_bytes``
+        long (so the read returns only it), and is in the page cache; it is
+        checked, CRC-verified and decoded in one call. ``None`` in any other
+        case, also when the bytes at the indexed position fail their checks:
+        the caller then reads with :meth:`read`, which decides (and raises
+        :class:`CorruptRecordError` for a corrupt batch).
+
+        Raises:
+            StorageError, ClosedError.
+        """
+        if self._closed or not (self._indexes_checked and self._trust_indexes) or max_bytes < 0:
+            return None
+        lazy = self._offset_index
+        if not lazy.is_loaded:
+            return None
+        span = lazy.get().ceiling_span(start_offset)
+        if span is None:
+            return None
+        position, spacing = span
+        end = self._log.size if max_position is None else min(max_position, self._log.size)
+        if position >= end:
+            return None
+        window = self._log.read_cached(position, min(spacing or _READ_WINDOW, end - position))
+        if window is None or len(window) < HEADER_SIZE:
+            return None
+        base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
+        first_size = LOG_OVERHEAD + batch_length
+        if (
+            not base_offset <= start_offset <= base_offset + last_offset_delta
+            or max_bytes > first_size
+            or first_size > len(window)
+            or first_size < HEADER_SIZE
+        ):
+            return None
+        try:
+            return decode_first_batch(
+                memoryview(window)[:first_size],
+                start_offset=start_offset,
+                max_bytes=max_bytes if max_bytes < first_size else None,
+            )
+        except CorruptRecordError:
+            return None
 
     def read_cached(self, start_offset: int, max_bytes: int, max_position: int | None = None) -> FetchData | None:
         """:meth:`read` with ``min_one_message``, when it can be answered at once: else ``None``.

@@ -580,16 +580,20 @@ async def test_read_cached_answers_as_read_does_or_not_at_all(make_segment: Segm
         values = [f"v{offset + i}." * (1 + (n * 7 + i) % 9) for i in range(1 + n % 5)]
         await seg.append([batch(offset, *values)])
         offset += len(values)
-    answered = asked = 0
+    answered = asked = points = 0
     for target in range(offset):
         for max_bytes in (0, 1, 60, 700, 1 << 20):
             for max_position in (None, seg.size - 1):
                 asked += 1
+                slow = await seg.read(target, max_bytes, max_position=max_position, min_one_message=True)
+                point = seg.read_records_cached(target, max_bytes, max_position)
+                if point is not None:
+                    points += 1
+                    assert slow is not None and point == slow.records()
                 fast = seg.read_cached(target, max_bytes, max_position)
                 if fast is None:
                     continue
                 answered += 1
-                slow = await seg.read(target, max_bytes, max_position=max_position, min_one_message=True)
                 assert slow is not None
                 assert fast.offset_metadata == slow.offset_metadata
                 assert bytes(fast.data) == bytes(slow.data)
@@ -599,6 +603,7 @@ async def test_read_cached_answers_as_read_does_or_not_at_all(make_segment: Segm
         assert answered > asked * 0.8
     else:
         assert answered > 0
+    assert points > 0
 
 
 async def test_read_cached_declines_before_the_indexes_are_checked(
