@@ -678,9 +678,12 @@ class PartitionLog:
             CorruptRecordError: a batch on disk failed its CRC check.
         """
         self._check_open()
-        if isinstance(offset, bool) or not isinstance(offset, int):
+        # `type(x) is int` first: the exact-int common case skips the two isinstance calls (~0.2 us).
+        if type(offset) is not int and (isinstance(offset, bool) or not isinstance(offset, int)):
             raise InvalidRecordError(f"offset must be an int, got {type(offset).__name__}")
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        if (type(max_bytes) is not int and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int))) or (
+            max_bytes < 0
+        ):
             raise InvalidRecordError(f"max_bytes must be a non-negative int, got {max_bytes!r}")
         end = self._log_end_offset
         start = self._log_start_offset

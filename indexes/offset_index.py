@@ -8,6 +8,7 @@ Must not import: ``segments``, ``engine`` or ``tools``.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from typing import Final, NamedTuple
 
 from indexes.abstract import INT32_MAX, AbstractIndex
@@ -146,11 +147,14 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         lock.acquire()
         try:
             keys, positions = self._mirror or self._load_mirror()
-            slot = bisect_ceiling(keys, self._entries, target_offset - self._base_offset, _WARM)
-            if slot is None:
+            entries = self._entries
+            # One C bisect over the whole mirror: the hot-section split of bisect_ceiling exists for
+            # the mapped file's pages; the mirror is one array, and its keys strictly increase.
+            slot = bisect_left(keys, target_offset - self._base_offset, 0, entries)
+            if slot >= entries:
                 return None
             position = positions[slot]
-            return position, (positions[slot + 1] - position if slot + 1 < self._entries else 0)
+            return position, (positions[slot + 1] - position if slot + 1 < entries else 0)
         finally:
             lock.release()
 

@@ -870,10 +870,15 @@ def decode_first_batch(
     Raises:
         CorruptRecordError: the header, the CRC or the body fails its checks.
     """
-    if _fast is not None and (max_bytes is None or type(max_bytes) is int) and _c_readable(buf):
+    if (
+        _fast is not None
+        and type(start_offset) is int
+        and 0 <= start_offset <= INT64_MAX
+        and (max_bytes is None or (type(max_bytes) is int and 0 <= max_bytes <= INT64_MAX))
+        and (not isinstance(buf, memoryview) or buf.c_contiguous)
+    ):
         got: list[Record] | None = _fast.batch_records(
-            Record, _crc_value, buf, min(max(start_offset, 0), INT64_MAX),
-            -1 if max_bytes is None else min(max(max_bytes, 0), INT64_MAX),
+            Record, _crc_value, buf, start_offset, -1 if max_bytes is None else max_bytes
         )
         if got is not None:
             return got

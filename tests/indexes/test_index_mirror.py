@@ -162,3 +162,23 @@ def test_concurrent_appends_and_lookups_see_only_entries_that_exist(tmp_path: Pa
         ]
     finally:
         index.close()
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 1500])  # 1500 entries: more than the 1024-entry warm section
+def test_ceiling_span_is_the_ceiling_entry_and_the_bytes_to_the_next(tmp_path: Path, count: int) -> None:
+    # What a point read trusts to place its batch: the position of lookup_ceiling's entry, and the
+    # distance to the following entry's position (0 for the last entry).
+    with OffsetIndex(tmp_path / "00000000000000005000.index", BASE, max_index_size=4000 * 8) as index:
+        fill_offsets(index, count)
+        entries = [index.entry(slot) for slot in range(index.entries)]
+        top = entries[-1][0] + 3 if entries else BASE + 3
+        for target in range(BASE - 2, top):
+            ceiling = index.lookup_ceiling(target)
+            span = index.ceiling_span(target)
+            if ceiling is None:
+                assert span is None
+                continue
+            assert span is not None and span[0] == ceiling.position
+            slot = [offset for offset, _ in entries].index(ceiling.offset)
+            expected = entries[slot + 1][1] - ceiling.position if slot + 1 < len(entries) else 0
+            assert span[1] == expected
