@@ -856,6 +856,23 @@ def _body_columns(body: object, header: BatchHeader) -> BodyColumns | str:
     )
 
 
+def first_batch_records(buf: bytes | bytearray, start_offset: int, max_bytes: int | None) -> list[Record] | None:
+    """:func:`decode_first_batch` on its C path alone: the Records when it takes the batch, else ``None``.
+
+    For a caller with a slower path of its own (the point read): ``None`` when
+    the C module is absent, or anything is unusual or wrong (the slower path
+    then decodes, or raises :class:`CorruptRecordError`). ``start_offset`` and
+    ``max_bytes`` must be ints in [0, 2**63-1]; ``buf`` must start with the batch.
+    """
+    fast = _fast
+    if fast is None:
+        return None
+    got: list[Record] | None = fast.batch_records(
+        Record, _crc_value, buf, start_offset, -1 if max_bytes is None else max_bytes
+    )
+    return got
+
+
 def decode_first_batch(
     buf: bytes | bytearray | memoryview, *, start_offset: int = 0, max_bytes: int | None = None
 ) -> list[Record]:

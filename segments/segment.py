@@ -43,6 +43,7 @@ from segments.batch import (
     decode_batches,
     decode_first_batch,
     find_timestamp,
+    first_batch_records,
     header_problem,
     is_v1_batch,
     read_header,
@@ -1071,8 +1072,9 @@ class LogSegment:
         A point read: the batch holding ``start_offset`` is placed by the
         offset index (as in :meth:`read_cached`), is at least ``max_bytes``
         long (so the read returns only it), and is in the page cache; it is
-        checked, CRC-verified and decoded in one call. ``None`` in any other
-        case, also when the bytes at the indexed position fail their checks:
+        checked, CRC-verified and decoded in one call of the C module
+        (``first_batch_records``). ``None`` in any other case (also without
+        the C module), and when the bytes at the indexed position fail their checks:
         the caller then reads with :meth:`read`, which decides (and raises
         :class:`CorruptRecordError` for a corrupt batch).
 
@@ -1103,14 +1105,8 @@ class LogSegment:
             or first_size < HEADER_SIZE
         ):
             return None
-        try:
-            return decode_first_batch(
-                memoryview(window)[:first_size],
-                start_offset=start_offset,
-                max_bytes=max_bytes if max_bytes < first_size else None,
-            )
-        except CorruptRecordError:
-            return None
+        # The C reader checks the batch at the window's start (the bytes after it are not read).
+        return first_batch_records(window, start_offset, max_bytes if max_bytes < first_size else None)
 
     def read_cached(self, start_offset: int, max_bytes: int, max_position: int | None = None) -> FetchData | None:
         """:meth:`read` with ``min_one_message``, when it can be answered at once: else ``None``.

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from seghelpers import SegmentFactory, batch, size_of
 
+import segments.batch as batch_module
 from indexes.errors import ClosedError, StorageError
 from segments import fileio
 from segments.batch import TimestampType, encode_batch, encode_batch_parts, read_header
@@ -603,7 +604,7 @@ async def test_read_cached_answers_as_read_does_or_not_at_all(make_segment: Segm
         assert answered > asked * 0.8
     else:
         assert answered > 0
-    assert points > 0
+    assert points > 0 or batch_module._fast is None  # without the C module point reads take read()
 
 
 async def test_read_cached_declines_before_the_indexes_are_checked(
