@@ -686,7 +686,8 @@ class PartitionLog:
                 above the log end offset.
             CorruptRecordError: a batch on disk failed its CRC check.
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()  # raises
         # `type(x) is int` first: the exact-int common case skips the two isinstance calls (~0.2 us).
         if type(offset) is not int and (isinstance(offset, bool) or not isinstance(offset, int)):
             raise InvalidRecordError(f"offset must be an int, got {type(offset).__name__}")
@@ -715,13 +716,14 @@ class PartitionLog:
                 return _new_fetch_result((records, records[-1].offset + 1, end, self._log_start_offset))
         segment: LogSegment | None = self._segments.floor_segment(offset)
         while segment is not None and offset < end:
-            max_position = segment.size if segment is self._segments.active_segment else None
             # A point read answered at once (one batch, placed by the index, cached): no await, no hop.
-            got = segment.read_records_cached(offset, max_bytes, max_position)
+            # (No read limit: with no await in between, the active segment's size is the log end.)
+            got = segment.read_records_cached(offset, max_bytes)
             if got and got[-1].offset >= end:
                 got = [r for r in got if r.offset < end]
             if got:
                 return _new_fetch_result((got, got[-1].offset + 1, end, self._log_start_offset))
+            max_position = segment.size if segment is self._segments.active_segment else None
             data = segment.read_cached(offset, max_bytes, max_position)  # no await when it can answer at once
             if data is None:
                 data = await segment.read(offset, max_bytes, max_position=max_position, min_one_message=True)
