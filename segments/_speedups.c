@@ -771,6 +771,74 @@ take_binary_column(Cursor *c, Py_ssize_t count, Py_ssize_t lo, Py_ssize_t hi, lo
 }
 
 /*
+ * The headers column at the cursor: nil (*out = NULL), or `count` arrays of [str, bin] pairs, the
+ * pairs of entries lo..hi-1 as tuples of (str, bytes) in a new list (*out). Every entry is checked
+ * and every name decoded (msgpack checks each str of a body, so a bad one anywhere fails the read).
+ * 1 on success, 0 for anything else (no exception set), -1 on a Python error.
+ */
+static int
+take_headers_column(Cursor *c, Py_ssize_t count, Py_ssize_t lo, Py_ssize_t hi, PyObject **out)
+{
+    Py_ssize_t n;
+    *out = NULL;
+    if (take_nil(c))
+        return 1;
+    if (!take_array_header(c, &n) || n != count)
+        return 0;
+    PyObject *headers = PyList_New(hi - lo);
+    if (headers == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t pairs;
+        if (!take_array_header(c, &pairs) || pairs > (c->end - c->p) / 4)
+            goto fallback; /* a pair takes 4 bytes or more (92 a0 c4 00): bounds PyTuple_New */
+        int keep = i >= lo && i < hi;
+        PyObject *tuple = keep ? PyTuple_New(pairs) : NULL;
+        if (keep && tuple == NULL)
+            goto error;
+        for (Py_ssize_t j = 0; j < pairs; j++) {
+            Py_ssize_t two, key_len, value_len;
+            const unsigned char *key, *value;
+            if (!take_array_header(c, &two) || two != 2 || !take_str(c, &key, &key_len) ||
+                !take_bin_or_nil(c, &value, &value_len) || value == NULL) {
+                Py_XDECREF(tuple);
+                goto fallback;
+            }
+            PyObject *name = PyUnicode_DecodeUTF8((const char *)key, key_len, NULL);
+            if (name == NULL) {
+                PyErr_Clear(); /* not UTF-8: the Python path reports it */
+                Py_XDECREF(tuple);
+                goto fallback;
+            }
+            if (tuple == NULL) {
+                Py_DECREF(name);
+                continue;
+            }
+            PyObject *bin = PyBytes_FromStringAndSize((const char *)value, value_len);
+            PyObject *pair = bin == NULL ? NULL : PyTuple_Pack(2, name, bin);
+            Py_DECREF(name);
+            Py_XDECREF(bin);
+            if (pair == NULL) {
+                Py_DECREF(tuple);
+                goto error;
+            }
+            PyTuple_SET_ITEM(tuple, j, pair);
+        }
+        if (tuple != NULL)
+            PyList_SET_ITEM(headers, i - lo, tuple);
+    }
+    *out = headers;
+    return 1;
+
+fallback: /* the list's unset items are NULL, which its dealloc skips */
+    Py_DECREF(headers);
+    return 0;
+error:
+    Py_DECREF(headers);
+    return -1;
+}
+
+/*
  * arrow_batch(buf, body_start, body_end, count, last_offset_delta, base_ts, max_ts, log_append,
  *             lo, hi, keys_base, values_base)
  *   -> (timestamps, key_offsets, key_data, key_valid, value_offsets, value_data, value_valid, headers)
@@ -843,54 +911,15 @@ arrow_batch(PyObject *self, PyObject *args)
         goto fallback;
     }
 
-    if (take_nil(&c)) {
+    switch (take_headers_column(&c, count, lo, hi, &headers)) {
+    case -1:
+        goto error;
+    case 0:
+        goto fallback;
+    }
+    if (headers == NULL) { /* a nil column: None for the Arrow path */
         headers = Py_None;
         Py_INCREF(headers);
-    }
-    else {
-        if (!take_array_header(&c, &n) || n != count)
-            goto fallback;
-        headers = PyList_New(hi - lo);
-        if (headers == NULL)
-            goto error;
-        for (Py_ssize_t i = 0; i < count; i++) {
-            Py_ssize_t pairs;
-            if (!take_array_header(&c, &pairs) || pairs > (c.end - c.p) / 4)
-                goto fallback; /* a pair takes 4 bytes or more (92 a0 c4 00): bounds PyTuple_New */
-            PyObject *tuple = i >= lo && i < hi ? PyTuple_New(pairs) : NULL;
-            if (i >= lo && i < hi && tuple == NULL)
-                goto error;
-            for (Py_ssize_t j = 0; j < pairs; j++) {
-                Py_ssize_t two, key_len, value_len;
-                const unsigned char *key, *value;
-                if (!take_array_header(&c, &two) || two != 2 || !take_str(&c, &key, &key_len) ||
-                    !take_bin_or_nil(&c, &value, &value_len) || value == NULL) {
-                    Py_XDECREF(tuple);
-                    goto fallback;
-                }
-                PyObject *name = PyUnicode_DecodeUTF8((const char *)key, key_len, NULL);
-                if (name == NULL) {
-                    PyErr_Clear(); /* not UTF-8: the Python path reports it */
-                    Py_XDECREF(tuple);
-                    goto fallback;
-                }
-                if (tuple == NULL) {
-                    Py_DECREF(name);
-                    continue;
-                }
-                PyObject *bin = PyBytes_FromStringAndSize((const char *)value, value_len);
-                PyObject *pair = bin == NULL ? NULL : PyTuple_Pack(2, name, bin);
-                Py_DECREF(name);
-                Py_XDECREF(bin);
-                if (pair == NULL) {
-                    Py_DECREF(tuple);
-                    goto error;
-                }
-                PyTuple_SET_ITEM(tuple, j, pair);
-            }
-            if (tuple != NULL)
-                PyList_SET_ITEM(headers, i - lo, tuple);
-        }
     }
     if (c.p != c.end)
         goto fallback; /* trailing bytes after the five columns */
@@ -1043,53 +1072,11 @@ records_of_body(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_l
     empty = PyTuple_New(0);
     if (empty == NULL)
         goto error;
-    if (take_nil(&c)) {
-        headers = NULL; /* every record gets the empty tuple */
-    }
-    else {
-        if (!take_array_header(&c, &n) || n != count)
-            goto fallback;
-        headers = PyList_New(hi - lo);
-        if (headers == NULL)
-            goto error;
-        for (Py_ssize_t i = 0; i < count; i++) {
-            Py_ssize_t pairs;
-            if (!take_array_header(&c, &pairs) || pairs > (c.end - c.p) / 4)
-                goto fallback; /* a pair takes 4 bytes or more (92 a0 c4 00): bounds PyTuple_New */
-            int keep = i >= lo && i < hi;
-            PyObject *tuple = keep ? PyTuple_New(pairs) : NULL;
-            if (keep && tuple == NULL)
-                goto error;
-            for (Py_ssize_t j = 0; j < pairs; j++) {
-                Py_ssize_t two, key_len, value_len;
-                const unsigned char *key, *value;
-                if (!take_array_header(&c, &two) || two != 2 || !take_str(&c, &key, &key_len) ||
-                    !take_bin_or_nil(&c, &value, &value_len) || value == NULL) {
-                    Py_XDECREF(tuple);
-                    goto fallback;
-                }
-                PyObject *name = PyUnicode_DecodeUTF8((const char *)key, key_len, NULL);
-                if (name == NULL) {
-                    Py_XDECREF(tuple);
-                    goto fallback; /* not UTF-8: the Python path reports it */
-                }
-                if (tuple == NULL) {
-                    Py_DECREF(name);
-                    continue;
-                }
-                PyObject *bin = PyBytes_FromStringAndSize((const char *)value, value_len);
-                PyObject *pair = bin == NULL ? NULL : PyTuple_Pack(2, name, bin);
-                Py_DECREF(name);
-                Py_XDECREF(bin);
-                if (pair == NULL) {
-                    Py_DECREF(tuple);
-                    goto error;
-                }
-                PyTuple_SET_ITEM(tuple, j, pair);
-            }
-            if (tuple != NULL)
-                PyList_SET_ITEM(headers, i - lo, tuple);
-        }
+    switch (take_headers_column(&c, count, lo, hi, &headers)) { /* NULL: every record gets () */
+    case -1:
+        goto error;
+    case 0:
+        goto fallback;
     }
     if (c.p != c.end)
         goto fallback; /* trailing bytes after the five columns */
