@@ -1064,6 +1064,16 @@ class LogSegment:
 
         return await self._log.run_read(work)
 
+    def _placed(self, start_offset: int, max_bytes: int) -> tuple[int, int] | None:
+        # The ceiling entry's (position, bytes to the next entry) when a synchronous read may use it:
+        # an open segment whose offset index is loaded and checked (see OffsetIndex.ceiling_span).
+        if self._closed or not (self._indexes_checked and self._trust_indexes) or max_bytes < 0:
+            return None
+        lazy = self._offset_index
+        if not lazy.is_loaded:
+            return None
+        return lazy.get().ceiling_span(start_offset)
+
     def read_records_cached(
         self, start_offset: int, max_bytes: int, max_position: int | None = None
     ) -> list[Record] | None:
@@ -1081,12 +1091,7 @@ class LogSegment:
         Raises:
             StorageError, ClosedError.
         """
-        if self._closed or not (self._indexes_checked and self._trust_indexes) or max_bytes < 0:
-            return None
-        lazy = self._offset_index
-        if not lazy.is_loaded:
-            return None
-        span = lazy.get().ceiling_span(start_offset)
+        span = self._placed(start_offset, max_bytes)
         if span is None:
             return None
         position, spacing = span
@@ -1121,12 +1126,7 @@ class LogSegment:
         Raises:
             StorageError, ClosedError.
         """
-        if self._closed or not (self._indexes_checked and self._trust_indexes) or max_bytes < 0:
-            return None
-        lazy = self._offset_index
-        if not lazy.is_loaded:
-            return None
-        span = lazy.get().ceiling_span(start_offset)
+        span = self._placed(start_offset, max_bytes)
         if span is None:
             return None
         position, spacing = span
