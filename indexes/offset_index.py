@@ -154,7 +154,10 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             if slot >= entries:
                 return None
             position = positions[slot]
-            return position, (positions[slot + 1] - position if slot + 1 < entries else 0)
+            # A damaged index that passed the O(1) open check (Kafka's: the last entry and the length)
+            # may hold positions out of order; a negative span would become a negative read size,
+            # so it reads as 0, "not known", and the reader finds its way by the batch headers.
+            return position, (max(positions[slot + 1] - position, 0) if slot + 1 < entries else 0)
         finally:
             lock.release()
 

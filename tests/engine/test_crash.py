@@ -250,6 +250,25 @@ async def test_a_point_read_of_a_flipped_batch_is_corruption_not_garbage(tmp_pat
             assert got.records[0].value == b"%02d-%02d" % divmod(offset, 50) * 20
 
 
+async def test_an_index_with_positions_out_of_order_is_never_fatal_to_a_read(tmp_path: Path) -> None:
+    # Found in review: a damaged .index that passes the open check (only its last entry and length
+    # are checked then) gave the point read a negative read size, and read() raised ValueError.
+    config = LogConfig(index_interval_bytes=1)  # every batch but the first gets an entry
+    async with Engine.open(tmp_path, config) as engine:
+        await engine.create_topic("t")
+        for i in range(20):
+            await engine.log("t").append([Record(b"v%d" % i * 20) for _ in range(3)])
+    index = next(tmp_path.rglob("*.index"))
+    data = bytearray(index.read_bytes())  # 8-byte entries: relative offset, position
+    data[28:32], data[36:40] = data[36:40], data[28:32]  # swap the positions of entries 3 and 4
+    index.write_bytes(bytes(data))
+    async with Engine.open(tmp_path, config) as engine:
+        got = await engine.log("t").read(12, 1 << 20)  # batch 4 (offsets 12-14), entry 3
+        assert got.records[0].offset == 12
+        one = await engine.log("t").read(13, 1)
+        assert [r.offset for r in one.records] == [13]
+
+
 async def test_an_index_pointing_at_the_wrong_bytes_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path) -> None:
     import struct
 
