@@ -169,19 +169,35 @@ class _HeaderWalk:
 
     Keeps the last window it read, so a caller that found its batch can take
     the batch's bytes from it (:meth:`bytes_at`) instead of reading them again.
+
+    ``entry_offset``: the start came from an offset-index entry saying that
+    the batch there ends at this offset. The walk checks that, and when the
+    batch at the start is not that one (a damaged index that passed the open
+    check, which looks at the last entry only) it walks from the file's start
+    instead: a read must never skip records because an index lied.
     """
 
-    __slots__ = ("_end", "_path", "_pread", "_start", "_window_bytes", "window", "window_start")
+    __slots__ = ("_end", "_entry_offset", "_path", "_pread", "_start", "_window_bytes", "window", "window_start")
 
-    def __init__(self, pread: PRead, start: int, end: int, path: Path, window_bytes: int = _HEADER_WINDOW) -> None:
+    def __init__(
+        self,
+        pread: PRead,
+        start: int,
+        end: int,
+        path: Path,
+        window_bytes: int = _HEADER_WINDOW,
+        entry_offset: int | None = None,
+    ) -> None:
         self._pread, self._start, self._end, self._path = pread, start, end, path
         self._window_bytes = window_bytes
+        self._entry_offset = entry_offset if start > 0 else None
         self.window: bytes | bytearray = b""
         self.window_start = start
 
     def __iter__(self) -> Iterator[LocatedBatch]:
         pread, end = self._pread, self._end
         position = self._start
+        expected = self._entry_offset
         while position < end:
             offset = position - self.window_start
             if offset < 0 or offset + HEADER_SIZE > len(self.window):
@@ -192,9 +208,25 @@ class _HeaderWalk:
                 header = read_header(self.window, offset)
                 check_header(header, end - position, position)
             except CorruptRecordError as exc:
+                if expected is not None:  # the index entry points at no batch start
+                    position, expected = self._distrust(position, str(exc))
+                    continue
                 raise CorruptRecordError(f"{self._path}: {exc}") from exc
+            if expected is not None:
+                if header.last_offset != expected:
+                    position, expected = self._distrust(position, f"the batch there ends at {header.last_offset}")
+                    continue
+                expected = None
             yield LocatedBatch(position, header)
             position += LOG_OVERHEAD + header.batch_length
+
+    def _distrust(self, position: int, why: str) -> tuple[int, None]:
+        _log.warning(
+            "%s: the offset index places the batch ending at offset %s at position %d, but %s; "
+            "reading from the start of the segment (recovery rebuilds the index: 'seglog recover')",
+            self._path, self._entry_offset, position, why,
+        )
+        return 0, None
 
     def bytes_at(self, position: int, size: int) -> memoryview | None:
         """The ``size`` bytes at ``position`` if the last window holds all of them, else ``None``."""
@@ -204,9 +236,11 @@ class _HeaderWalk:
         return memoryview(self.window)[offset : offset + size]
 
 
-def _walk_headers(pread: PRead, start: int, end: int, path: Path) -> Iterator[LocatedBatch]:
+def _walk_headers(
+    pread: PRead, start: int, end: int, path: Path, entry_offset: int | None = None
+) -> Iterator[LocatedBatch]:
     """Yield the checked header of each batch in ``[start, end)`` of a ``.log``, reading 8 KiB windows."""
-    return iter(_HeaderWalk(pread, start, end, path))
+    return iter(_HeaderWalk(pread, start, end, path, entry_offset=entry_offset))
 
 
 def _whole_batches_length(buf: bytes | bytearray | memoryview, first_size: int) -> int:
@@ -972,8 +1006,10 @@ class LogSegment:
         indexes = await self._read_indexes()
         return None if indexes is None else indexes[0]
 
-    def _locate(self, pread: PRead, offset: int, start: int, end: int) -> LocatedBatch | None:
-        for located in _walk_headers(pread, start, end, self._log.path):
+    def _locate(
+        self, pread: PRead, offset: int, start: int, end: int, entry_offset: int | None = None
+    ) -> LocatedBatch | None:
+        for located in _walk_headers(pread, start, end, self._log.path, entry_offset):
             if located.header.last_offset >= offset:
                 return located
         return None
@@ -987,9 +1023,13 @@ class LogSegment:
         """
         self._check_open()
         offset_index = await self._loaded_offset_index()
-        start = max(offset_index.lookup(offset).position if offset_index else 0, starting_position)
+        entry = offset_index.lookup(offset) if offset_index else None
+        if entry is not None and entry.position >= starting_position:
+            start, entry_offset = entry.position, entry.offset
+        else:
+            start, entry_offset = starting_position, None
         end = self._log.size
-        return await self._log.run_read(lambda pread: self._locate(pread, offset, start, end))
+        return await self._log.run_read(lambda pread: self._locate(pread, offset, start, end, entry_offset))
 
     async def read(
         self,
@@ -1038,10 +1078,12 @@ class LogSegment:
                     ):
                         located = LocatedBatch(position, header)
             if located is None:
-                start = offset_index.lookup(start_offset).position if offset_index else 0
+                entry = offset_index.lookup(start_offset) if offset_index else None
+                start, entry_offset = (entry.position, entry.offset) if entry is not None else (0, None)
                 if tail is not None and tail[1] <= start_offset and tail[0] > start:
-                    start = tail[0]  # the batch holding start_offset is at or after the last append's first
-                walk = _HeaderWalk(pread, start, end, path, _READ_WINDOW)
+                    # The batch holding start_offset is at or after the last append's first.
+                    start, entry_offset = tail[0], None
+                walk = _HeaderWalk(pread, start, end, path, _READ_WINDOW, entry_offset)
                 located = next((b for b in walk if b.header.last_offset >= start_offset), None)
                 if located is None:
                     return None
@@ -1176,17 +1218,18 @@ class LogSegment:
         """
         self._check_open()
         indexes = await self._read_indexes()
+        entry_offset: int | None = None
         if indexes is not None:
             offset_index, time_index = indexes
-            entry = time_index.lookup(timestamp)
-            start = offset_index.lookup(max(entry.offset, starting_offset)).position
+            floor = offset_index.lookup(max(time_index.lookup(timestamp).offset, starting_offset))
+            start, entry_offset = floor.position, floor.offset
         else:
             start = 0
         end = self._log.size
         path = self._log.path
 
         def work(pread: PRead) -> TimestampOffset | None:
-            walk = _HeaderWalk(pread, start, end, path, _READ_WINDOW)
+            walk = _HeaderWalk(pread, start, end, path, _READ_WINDOW, entry_offset)
             for position, header in walk:
                 if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                     continue
@@ -1217,8 +1260,9 @@ class LogSegment:
         # Both bounds are taken here, on the loop, together: an append finishing while the read runs
         # in a thread must not move the start (the last index entry) past the end.
         end = self._log.size
-        start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
-        next_offset = await self._log.run_read(partial(self._walk_to_end, start, end))
+        entry = offset_index.lookup(offset_index.last_offset) if offset_index else None
+        start, entry_offset = (entry.position, entry.offset) if entry is not None else (0, None)
+        next_offset = await self._log.run_read(partial(self._walk_to_end, start, end, entry_offset))
         if end == self._log.size:  # nothing appended meanwhile: the answer is still current
             self._next_offset = next_offset
         return next_offset
@@ -1229,13 +1273,16 @@ class LogSegment:
         if self._next_offset is None:
             indexes = self._read_indexes_in_thread()
             offset_index = None if indexes is None else indexes[0]
-            start = offset_index.lookup(offset_index.last_offset).position if offset_index else 0
-            self._next_offset = self._log.read_in_thread(partial(self._walk_to_end, start, self._log.size))
+            entry = offset_index.lookup(offset_index.last_offset) if offset_index else None
+            start, entry_offset = (entry.position, entry.offset) if entry is not None else (0, None)
+            self._next_offset = self._log.read_in_thread(
+                partial(self._walk_to_end, start, self._log.size, entry_offset)
+            )
         return self._next_offset
 
-    def _walk_to_end(self, start: int, end: int, pread: PRead) -> int:
+    def _walk_to_end(self, start: int, end: int, entry_offset: int | None, pread: PRead) -> int:
         next_offset = self._base_offset
-        for _, header in _walk_headers(pread, start, end, self._log.path):
+        for _, header in _walk_headers(pread, start, end, self._log.path, entry_offset):
             next_offset = header.next_offset
         return next_offset
 
