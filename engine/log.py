@@ -706,13 +706,13 @@ class PartitionLog:
         if tail is not None and tail[0] <= offset < tail[1] and offset < end:
             # The batches of the last write, still in memory: a tailing reader (subscribe) needs no
             # file read, header walk or second copy. Decoding still checks each batch's CRC.
-            records = (
-                decode_first_batch(tail[2], start_offset=offset)  # one call for a lone batch (the common case)
-                if tail[3]
-                else decode_batches(tail[2], start_offset=offset, max_batch_bytes=len(tail[2]))
-            )
+            buf = tail[2]
+            if tail[3]:  # one batch (the common case): one call, with the disk read's max_bytes rule
+                limit = max_bytes if max_bytes < len(buf) else None
+                records = decode_first_batch(buf, start_offset=offset, max_bytes=limit)
+            else:
+                records = _read_batches(buf, offset, max_bytes)
             if records:
-                records = _within_bytes(records, max_bytes)
                 return _new_fetch_result((records, records[-1].offset + 1, end, self._log_start_offset))
         segment: LogSegment | None = self._segments.floor_segment(offset)
         while segment is not None and offset < end:
@@ -985,12 +985,33 @@ def _log_task_error(task: asyncio.Task[None]) -> None:
 
 
 
-def _within_bytes(records: list[Record], max_bytes: int) -> list[Record]:
-    """At least one record, then more while their keys and values fit in ``max_bytes`` (an estimate of
-    the batch bytes, for reads served from memory)."""
-    total = 0
-    for i, record in enumerate(records):
-        total += len(record.value or b"") + len(record.key or b"") + 16
-        if total > max_bytes and i > 0:
-            return records[:i]
-    return records
+def _read_batches(buf: bytes, offset: int, max_bytes: int) -> list[Record]:
+    """What a read of ``offset`` from the batches ``buf`` returns, by the rule of a read from the file.
+
+    From the batch holding ``offset``: when it alone is larger than
+    ``max_bytes``, its records up to about ``max_bytes`` (at least one);
+    otherwise the whole batches that fit in ``max_bytes``, from ``offset`` on.
+    (A read served from the tail cache then returns what the same read from
+    the segment file would.)
+
+    Raises:
+        CorruptRecordError: a batch fails its checks.
+    """
+    view = memoryview(buf)
+    position, size = 0, len(buf)
+    while True:
+        header = read_header(view, position)
+        check_header(header, size - position, position)
+        if header.last_offset >= offset or position + header.size >= size:
+            break
+        position += header.size
+    first = header.size
+    if first > max_bytes:
+        return decode_first_batch(view[position : position + first], start_offset=offset, max_bytes=max_bytes)
+    stop = position + first
+    while stop + HEADER_SIZE <= size:
+        following = read_header(view, stop).size
+        if following <= 0 or stop + following - position > max_bytes or stop + following > size:
+            break
+        stop += following
+    return decode_batches(view[position:stop], start_offset=offset, max_batch_bytes=stop - position)

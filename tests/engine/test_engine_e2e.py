@@ -487,3 +487,32 @@ async def test_short_and_odd_sized_index_files_are_rebuilt(tmp_path: Path) -> No
             assert (await log.read(i, 1)).records[0].value == b"%02d" % i * 20
         assert (await log.offset_for_timestamp(0)) is not None
     assert indexes[0].stat().st_size % 8 == 0 and timeindexes[0].stat().st_size % 12 == 0
+
+
+async def test_a_read_from_the_tail_cache_returns_what_the_same_read_from_the_file_does(tmp_path: Path) -> None:
+    # The last write stays in memory for subscribers; a read served from there must follow the
+    # file read's max_bytes rule exactly (found in review: 2 records from memory, 3 from the file).
+    from segments.batch import TimestampType, encode_batch
+
+    def staged(n: int, size: int) -> bytes:
+        records = [Record(b"%d" % i * size, b"k") for i in range(n)]
+        return encode_batch(0, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=7)
+
+    shapes = [
+        [staged(5, 10)],  # one batch: the common case
+        [staged(3, 10), staged(4, 30), staged(2, 5), staged(6, 12)],  # several batches in one write
+    ]
+    for n, parts in enumerate(shapes):
+        directory = tmp_path / str(n)
+        cached: dict[tuple[int, int], list[Record]] = {}
+        async with Engine.open(directory) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            await log.append_encoded(b"".join(parts))
+            for offset in range(log.log_end_offset):
+                for max_bytes in (0, 1, 37, 60, 100, 180, 1 << 20):
+                    cached[offset, max_bytes] = (await log.read(offset, max_bytes)).records
+        async with Engine.open(directory) as eng:  # reopened: no tail cache, every read is a file read
+            log = eng.log("t")
+            for (offset, max_bytes), records in cached.items():
+                assert (await log.read(offset, max_bytes)).records == records, (offset, max_bytes)

@@ -142,3 +142,4 @@ async def test_a_bad_small_append_fails_at_once_and_writes_nothing(tmp_path: Pat
         with pytest.raises(errors.InvalidRecordError):
             await log.append(records)  # type: ignore[arg-type]
         assert log.log_end_offset == 0
+
