@@ -164,6 +164,10 @@ _new_fetch_data = partial(tuple.__new__, FetchData)
 _new_offset_metadata = partial(tuple.__new__, LogOffsetMetadata)
 
 
+# .log files whose index was caught placing a batch wrongly (warned about once each).
+_DISTRUSTED: set[Path] = set()
+
+
 class _HeaderWalk:
     """The checked header of each batch in ``[start, end)`` of a ``.log`` (iterate), read in windows.
 
@@ -221,11 +225,13 @@ class _HeaderWalk:
             position += LOG_OVERHEAD + header.batch_length
 
     def _distrust(self, position: int, why: str) -> tuple[int, None]:
-        _log.warning(
-            "%s: the offset index places the batch ending at offset %s at position %d, but %s; "
-            "reading from the start of the segment (recovery rebuilds the index: 'seglog recover')",
-            self._path, self._entry_offset, position, why,
-        )
+        if self._path not in _DISTRUSTED:  # once per file: every read through the bad entry walks
+            _DISTRUSTED.add(self._path)
+            _log.warning(
+                "%s: the offset index places the batch ending at offset %s at position %d, but %s; "
+                "reading from the start of the segment (recovery rebuilds the index: 'seglog recover')",
+                self._path, self._entry_offset, position, why,
+            )
         return 0, None
 
     def bytes_at(self, position: int, size: int) -> memoryview | None:

@@ -250,7 +250,9 @@ async def test_a_point_read_of_a_flipped_batch_is_corruption_not_garbage(tmp_pat
             assert got.records[0].value == b"%02d-%02d" % divmod(offset, 50) * 20
 
 
-async def test_an_index_with_positions_out_of_order_is_never_fatal_to_a_read(tmp_path: Path) -> None:
+async def test_an_index_with_positions_out_of_order_is_never_fatal_to_a_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     # Found in review: a damaged .index that passes the open check (only its last entry and length
     # are checked then) gave the point read a negative read size, and read() raised ValueError.
     config = LogConfig(index_interval_bytes=1)  # every batch but the first gets an entry
@@ -274,6 +276,9 @@ async def test_an_index_with_positions_out_of_order_is_never_fatal_to_a_read(tmp
                 assert (first.offset, first.value) == (offset, b"v%d" % (offset // 3) * 20)
             found = await log.offset_for_timestamp((await log.read(offset, 1)).records[0].timestamp or 0)
             assert found is not None and found.offset <= offset
+    # Said once for the file (with what to do), not once per read that met the bad entry.
+    warnings = [r for r in caplog.records if "offset index places" in r.getMessage()]
+    assert len(warnings) == 1 and "seglog recover" in warnings[0].getMessage()
 
 
 async def test_an_index_pointing_at_the_wrong_bytes_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path) -> None:
