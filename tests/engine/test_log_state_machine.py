@@ -61,6 +61,35 @@ class LogMachine(RuleBasedStateMachine):
         assert res.first_offset == first and res.last_offset == first + len(batch) - 1
         self.model += [(first + i, v, ts) for i, (v, ts) in enumerate(batch)]
 
+    @rule(
+        calls=st.lists(st.lists(st.tuples(values, timestamps), min_size=1, max_size=4), min_size=2, max_size=8),
+        bad=st.sets(st.integers(min_value=0, max_value=7), max_size=2),
+    )
+    def concurrent_appends(self, calls: list[list[tuple[bytes, int]]], bad: set[int]) -> None:
+        # Small appends in flight together share batches (OPERATIONS.md); each caller must still get
+        # its own contiguous offsets, and a caller with an invalid record fails alone.
+        async def one(i: int, batch: list[tuple[bytes, int]]) -> object:
+            records = [Record(v, timestamp=ts) for v, ts in batch]
+            if i in bad:
+                records.append(Record(b"bad", timestamp=-1))  # refused by the encoder
+            return await self.log.append(records)
+
+        async def together() -> list[object]:
+            return await asyncio.gather(*(one(i, b) for i, b in enumerate(calls)), return_exceptions=True)
+
+        results = self.run(together())
+        written = []
+        for i, (batch, res) in enumerate(zip(calls, results, strict=True)):
+            if i in bad:
+                assert isinstance(res, errors.InvalidRecordError)
+                continue
+            assert not isinstance(res, BaseException), res
+            assert res.last_offset - res.first_offset + 1 == len(batch)
+            written.append((res.first_offset, batch))
+        for first, batch in sorted(written, key=lambda item: item[0]):
+            assert first == len(self.model)  # contiguous, no gaps between callers
+            self.model += [(first + j, v, ts) for j, (v, ts) in enumerate(batch)]
+
     @rule(data=st.data())
     def read(self, data: st.DataObject) -> None:
         end = len(self.model)
