@@ -134,7 +134,6 @@ class FetchData(NamedTuple):
     data: memoryview
     first_entry_incomplete: bool = False
     max_bytes: int | None = None  # set when ``data`` is one batch larger than the read's max_bytes
-    first_header: BatchHeader | None = None  # the first batch's header, checked when the read found it
 
     def records(self, max_offset: int | None = None) -> list[Record]:
         """Decode ``data`` into Records from the requested offset on (CRC verified), below ``max_offset``.
@@ -1106,9 +1105,7 @@ class LogSegment:
             else:
                 buf = memoryview(pread(located.position, fetch_size))
             view = buf.toreadonly()[: _whole_batches_length(buf, first_size)]
-            return FetchData(
-                metadata, view, max_bytes=max_bytes if first_size > max_bytes else None, first_header=located.header
-            )
+            return FetchData(metadata, view, max_bytes=max_bytes if first_size > max_bytes else None)
 
         return await self._log.run_read(work)
 
@@ -1208,7 +1205,6 @@ class LogSegment:
             view,
             False,
             max_bytes if first_size > max_bytes else None,
-            header,
         ))
 
     async def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> TimestampOffset | None:
