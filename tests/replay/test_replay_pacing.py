@@ -64,19 +64,28 @@ async def test_max_speed_does_not_wait() -> None:
 
 
 async def test_spinning_producers_do_not_block_each_other() -> None:
-    pacer = Pacer(1.0)
-    origin = pacer.start(lead_ns=5_000_000)
-    late: list[int] = []
+    async def one_run() -> list[int]:
+        pacer = Pacer(1.0)
+        origin = pacer.start(lead_ns=5_000_000)
+        late: list[int] = []
 
-    async def producer(offset_ns: int) -> None:
-        for i in range(40):
-            deadline = origin + offset_ns + i * 2_000_000
-            late.append(await pacer.wait_until(deadline) - deadline)
+        async def producer(offset_ns: int) -> None:
+            for i in range(40):
+                deadline = origin + offset_ns + i * 2_000_000
+                late.append(await pacer.wait_until(deadline) - deadline)
 
-    await asyncio.gather(*(producer(k * 500_000) for k in range(4)))
-    late.sort()
-    assert late[len(late) // 2] < 1_000_000
-    assert late[int(len(late) * 0.9)] < 5_000_000
+        await asyncio.gather(*(producer(k * 500_000) for k in range(4)))
+        return sorted(late)
+
+    # Up to three runs of 0.1 s: a producer that blocked the others would be late in every run, while
+    # one stall of this shared 2-vCPU VM (seen once in CI: p90 15 ms after a minute of heavy tests)
+    # spoils one run only.
+    for _ in range(3):
+        late = await one_run()
+        if late[len(late) // 2] < 1_000_000 and late[int(len(late) * 0.9)] < 5_000_000:
+            return
+    assert late[len(late) // 2] < 1_000_000, late[-5:]
+    assert late[int(len(late) * 0.9)] < 5_000_000, late[-5:]
 
 
 def test_latency_summary_percentiles_are_sane() -> None:
