@@ -28,7 +28,7 @@ WRITER = r"""
 import asyncio, sys
 from engine import Engine, LogConfig, Record, errors
 
-async def main(path, run_id, flush_messages):
+async def main(path, run_id, flush_messages, callers):
     config = LogConfig(segment_bytes=16384, segment_index_bytes=4096, index_interval_bytes=512,
                        flush_messages=flush_messages)
     async with Engine.open(path, config) as engine:
@@ -36,17 +36,22 @@ async def main(path, run_id, flush_messages):
             await engine.create_topic("t", partitions=2)
         except errors.TopicExistsError:
             pass
-        seq = 0
         print("ready", flush=True)
-        while True:
-            for p in (0, 1):
-                n = 1 + seq % 7
-                values = [f"{run_id}:{seq}:{i}".encode() * (1 + (seq + i) % 5) for i in range(n)]
-                res = await engine.log("t", p).append([Record(v, key=str(seq).encode()) for v in values])
-                print(f"ack {p} {res.first_offset} {res.last_offset} {run_id}:{seq}", flush=True)
-                seq += 1
 
-asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+        async def caller(k):
+            # With several callers, their small appends in flight together share batches.
+            seq = k
+            while True:
+                for p in (0, 1):
+                    n = 1 + seq % 7
+                    values = [f"{run_id}:{seq}:{i}".encode() * (1 + (seq + i) % 5) for i in range(n)]
+                    res = await engine.log("t", p).append([Record(v, key=str(seq).encode()) for v in values])
+                    print(f"ack {p} {res.first_offset} {res.last_offset} {run_id}:{seq}", flush=True)
+                    seq += callers
+
+        await asyncio.gather(*(caller(k) for k in range(callers)))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
 """
 
 
@@ -56,9 +61,11 @@ def _expected_values(tag: str, count: int) -> list[bytes]:
     return [f"{run_id}:{s}:{i}".encode() * (1 + (s + i) % 5) for i in range(count)]
 
 
-def _run_and_kill(path: Path, run_id: str, kill_after_s: float, flush_messages: int) -> list[tuple[int, int, int, str]]:
+def _run_and_kill(
+    path: Path, run_id: str, kill_after_s: float, flush_messages: int, callers: int = 1
+) -> list[tuple[int, int, int, str]]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), run_id, str(flush_messages)],
+        [sys.executable, "-c", WRITER, str(path), run_id, str(flush_messages), str(callers)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -78,13 +85,13 @@ def _run_and_kill(path: Path, run_id: str, kill_after_s: float, flush_messages: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flush_messages", [2**63 - 1, 1])
-async def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, flush_messages: int) -> None:
-    rng = random.Random(flush_messages)
+@pytest.mark.parametrize(("flush_messages", "callers"), [(2**63 - 1, 1), (1, 1), (2**63 - 1, 5), (1, 5)])
+async def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, flush_messages: int, callers: int) -> None:
+    rng = random.Random(flush_messages + callers)
     acked: list[tuple[int, int, int, str]] = []
     for run in range(4):
         acked += await asyncio.to_thread(
-            _run_and_kill, tmp_path, f"r{run}", rng.uniform(0.3, 0.9), flush_messages
+            _run_and_kill, tmp_path, f"r{run}", rng.uniform(0.3, 0.9), flush_messages, callers
         )
         async with Engine.open(tmp_path) as engine:
             assert not engine.had_clean_shutdown
