@@ -148,8 +148,9 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         try:
             keys, positions = self._mirror or self._load_mirror()
             entries = self._entries
-            # One C bisect over the whole mirror: the hot-section split of bisect_ceiling exists for
-            # the mapped file's pages; the mirror is one array, and its keys strictly increase.
+            # One C bisect over the whole mirror (the answer of bisect_ceiling for the strictly increasing
+            # keys a checked index holds, without its hot-section split and Python frame: a point
+            # read pays this on every call, and ~0.3 us of ~8 us decided the 2x-sqlite target).
             slot = bisect_left(keys, target_offset - self._base_offset, 0, entries)
             if slot >= entries:
                 return None

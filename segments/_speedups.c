@@ -651,26 +651,14 @@ take_int(Cursor *c, long long *out)
         *out = (long long)v;
         return 1;
     }
-    case 0xd0:
-        if (!take_be(c, 1, &v))
+    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
+        int n = 1 << (b - 0xd0); /* int8/16/32/64, big-endian two's complement */
+        if (!take_be(c, n, &v))
             return 0;
-        *out = (long long)(int8_t)v;
+        /* sign-extend without a signed overflow: below 64 bits v < 2**56, so the difference fits */
+        *out = n == 8 ? (long long)v : (long long)v - ((v >> (8 * n - 1)) ? (1LL << (8 * n)) : 0);
         return 1;
-    case 0xd1:
-        if (!take_be(c, 2, &v))
-            return 0;
-        *out = (long long)(int16_t)v;
-        return 1;
-    case 0xd2:
-        if (!take_be(c, 4, &v))
-            return 0;
-        *out = (long long)(int32_t)v;
-        return 1;
-    case 0xd3:
-        if (!take_be(c, 8, &v))
-            return 0;
-        *out = (long long)v;
-        return 1;
+    }
     default:
         return 0;
     }
@@ -714,6 +702,42 @@ take_str(Cursor *c, const unsigned char **data, Py_ssize_t *len)
     *len = (Py_ssize_t)n;
     c->p += n;
     return 1;
+}
+
+/*
+ * The timestamp column at the cursor: nil, or `count` ints within [-base_ts, max_ts - base_ts]
+ * (any int64 with LogAppendTime) whose largest is max_ts - base_ts. Each record's timestamp
+ * (what a Record carries) goes to timestamps[i - lo] for lo <= i < hi when `timestamps` is given.
+ * 1 on success, 0 for anything else.
+ */
+static int
+take_timestamps(Cursor *c, Py_ssize_t count, long long base_ts, long long max_ts, int log_append, Py_ssize_t lo,
+                Py_ssize_t hi, long long *timestamps)
+{
+    Py_ssize_t n;
+    if (take_nil(c)) {
+        if (!log_append && max_ts != base_ts)
+            return 0;
+        if (timestamps != NULL)
+            for (Py_ssize_t i = lo; i < hi; i++)
+                timestamps[i - lo] = log_append ? max_ts : base_ts;
+        return 1;
+    }
+    if (!take_array_header(c, &n) || n != count)
+        return 0;
+    long long top = max_ts - base_ts, highest = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long d;
+        if (!take_int(c, &d))
+            return 0;
+        if (!log_append && (d < -base_ts || d > top))
+            return 0;
+        if (i == 0 || d > highest)
+            highest = d;
+        if (timestamps != NULL && i >= lo && i < hi)
+            timestamps[i - lo] = log_append ? max_ts : base_ts + d;
+    }
+    return log_append || highest == top;
 }
 
 /*
@@ -877,32 +901,8 @@ arrow_batch(PyObject *self, PyObject *args)
     ts = PyBytes_FromStringAndSize(NULL, (hi - lo) * 8);
     if (ts == NULL)
         goto error;
-    long long *out_ts = (long long *)PyBytes_AS_STRING(ts);
-    if (take_nil(&c)) {
-        if (!log_append && max_ts != base_ts)
-            goto fallback;
-        long long fixed = log_append ? max_ts : base_ts;
-        for (Py_ssize_t i = lo; i < hi; i++)
-            out_ts[i - lo] = fixed;
-    }
-    else {
-        if (!take_array_header(&c, &n) || n != count)
-            goto fallback;
-        long long top = max_ts - base_ts, highest = 0;
-        for (Py_ssize_t i = 0; i < count; i++) {
-            long long d;
-            if (!take_int(&c, &d))
-                goto fallback;
-            if (!log_append && (d < -base_ts || d > top))
-                goto fallback;
-            if (i == 0 || d > highest)
-                highest = d;
-            if (i >= lo && i < hi)
-                out_ts[i - lo] = log_append ? max_ts : base_ts + d;
-        }
-        if (!log_append && highest != top)
-            goto fallback;
-    }
+    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, lo, hi, (long long *)PyBytes_AS_STRING(ts)))
+        goto fallback;
 
     if (take_binary_column(&c, count, lo, hi, keys_base, &ko, &kd, &kv) < 0 ||
         take_binary_column(&c, count, lo, hi, values_base, &vo, &vd, &vv) < 0) {
@@ -962,41 +962,6 @@ bytes_or_none(const unsigned char *data, Py_ssize_t len)
     return PyBytes_FromStringAndSize((const char *)data, len);
 }
 
-/*
- * The timestamp column at the cursor: nil, or `count` ints within [-base_ts, max_ts - base_ts]
- * (any int64 with LogAppendTime) whose largest is max_ts - base_ts. Each record's timestamp
- * (what a Record carries) goes to timestamps[i - lo] for i >= lo when `timestamps` is given.
- * 1 on success, 0 for anything else.
- */
-static int
-take_timestamps(Cursor *c, Py_ssize_t count, long long base_ts, long long max_ts, int log_append, Py_ssize_t lo,
-                long long *timestamps)
-{
-    Py_ssize_t n;
-    if (take_nil(c)) {
-        if (!log_append && max_ts != base_ts)
-            return 0;
-        if (timestamps != NULL)
-            for (Py_ssize_t i = lo; i < count; i++)
-                timestamps[i - lo] = log_append ? max_ts : base_ts;
-        return 1;
-    }
-    if (!take_array_header(c, &n) || n != count)
-        return 0;
-    long long top = max_ts - base_ts, highest = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        long long d;
-        if (!take_int(c, &d))
-            return 0;
-        if (!log_append && (d < -base_ts || d > top))
-            return 0;
-        if (i == 0 || d > highest)
-            highest = d;
-        if (timestamps != NULL && i >= lo)
-            timestamps[i - lo] = log_append ? max_ts : base_ts + d;
-    }
-    return log_append || highest == top;
-}
 
 /*
  * decode_records(record_type, buf, body_start, body_end, count, last_offset_delta, base_offset,
@@ -1035,7 +1000,7 @@ records_of_body(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_l
         PyErr_NoMemory();
         goto error;
     }
-    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, lo, stamps))
+    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, lo, count, stamps))
         goto fallback;
     for (int column = 0; column < 2; column++) {
         if (!take_array_header(&c, &n) || n != count)
@@ -1270,7 +1235,7 @@ find_timestamp(PyObject *self, PyObject *args)
     if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
         goto fallback;
     Cursor column = c;
-    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, 0, NULL))
+    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, 0, 0, NULL))
         goto fallback; /* checked whole; now search it */
     if (log_append) {
         found = lo; /* every record carries the batch's max timestamp */

@@ -1109,15 +1109,24 @@ class LogSegment:
 
         return await self._log.run_read(work)
 
-    def _placed(self, start_offset: int, max_bytes: int) -> tuple[int, int] | None:
-        # The ceiling entry's (position, bytes to the next entry) when a synchronous read may use it:
-        # an open segment whose offset index is loaded and checked (see OffsetIndex.ceiling_span).
+    def _placed_window(self, start_offset: int, max_bytes: int) -> tuple[int, bytes | bytearray] | None:
+        # The position of the first indexed batch reaching start_offset and the cached bytes from
+        # there (its span, or at least max_bytes), when a synchronous read may use them: an open
+        # segment whose offset index is loaded and checked (OffsetIndex.ceiling_span), bytes cached.
         if self._closed or not (self._indexes_checked and self._trust_indexes) or max_bytes < 0:
             return None
         lazy = self._offset_index
         if not lazy.is_loaded:
             return None
-        return lazy.get().ceiling_span(start_offset)
+        span = lazy.get().ceiling_span(start_offset)
+        end = self._log.size
+        if span is None or span[0] >= end:
+            return None
+        position, spacing = span
+        window = self._log.read_cached(position, min(max(spacing or _READ_WINDOW, max_bytes), end - position))
+        if window is None or len(window) < HEADER_SIZE:
+            return None
+        return position, window
 
     def read_records_cached(
         self, start_offset: int, max_bytes: int, max_position: int | None = None
@@ -1136,22 +1145,17 @@ class LogSegment:
         Raises:
             StorageError, ClosedError.
         """
-        span = self._placed(start_offset, max_bytes)
-        if span is None:
+        placed = self._placed_window(start_offset, max_bytes)
+        if placed is None:
             return None
-        position, spacing = span
-        end = self._log.size if max_position is None else min(max_position, self._log.size)
-        if position >= end:
-            return None
-        window = self._log.read_cached(position, min(spacing or _READ_WINDOW, end - position))
-        if window is None or len(window) < HEADER_SIZE:
-            return None
+        position, window = placed
         base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
         first_size = LOG_OVERHEAD + batch_length
+        limit = self._log.size if max_position is None else min(max_position, self._log.size)
         if (
             not base_offset <= start_offset <= base_offset + last_offset_delta
             or max_bytes > first_size
-            or first_size > len(window)
+            or first_size > min(len(window), limit - position)
             or first_size < HEADER_SIZE
         ):
             return None
@@ -1171,18 +1175,11 @@ class LogSegment:
         Raises:
             StorageError, ClosedError.
         """
-        span = self._placed(start_offset, max_bytes)
-        if span is None:
+        placed = self._placed_window(start_offset, max_bytes)
+        if placed is None:
             return None
-        position, spacing = span
+        position, window = placed
         end = self._log.size
-        if position >= end:
-            return None
-        window = self._log.read_cached(position, min(max(spacing, max_bytes), end - position) if spacing else min(
-            max(_READ_WINDOW, max_bytes), end - position
-        ))
-        if window is None or len(window) < HEADER_SIZE:
-            return None
         header = read_header(window)
         first_size = header.size
         limit = end if max_position is None else min(max_position, end)

@@ -260,25 +260,6 @@ def test_the_c_timestamp_search_agrees_with_python_on_near_miss_bodies(
     assert fast == slow
 
 
-@FUZZ
-@given(
-    st.lists(valid_records, min_size=1, max_size=60),
-    st.sampled_from(list(TimestampType)),
-    st.integers(0, 2**40),
-    st.data(),
-)
-def test_the_c_timestamp_search_finds_what_python_finds(
-    records: list[Record], ts_type: TimestampType, base: int, data: st.DataObject
-) -> None:
-    buf = encode_batch(base, records, timestamp_type=ts_type, now_ms=1_234)
-    header = read_header(buf)
-    start = base + data.draw(st.integers(0, len(records)))
-    stamps = [r.timestamp for r in records if r.timestamp is not None] or [1_234]
-    target = data.draw(st.one_of(st.sampled_from(stamps), st.integers(0, 2**41 + 1)))
-    fast, slow = both(lambda: find_timestamp(buf, 0, header, target, start_offset=start))
-    assert fast == slow
-
-
 @needs_c
 def test_a_dense_batch_is_read_and_searched_by_the_c_loops() -> None:
     # The agreement tests would still pass if the C functions always declined (the Python path
@@ -347,9 +328,10 @@ def test_offsets_and_timestamps_beyond_int64_decode_as_python_does(
     st.integers(0, 2**40),
     st.data(),
 )
-def test_the_c_decoder_returns_the_same_records(
+def test_the_c_readers_return_what_python_returns(
     records: list[Record], ts_type: TimestampType, base: int, data: st.DataObject
 ) -> None:
+    # decode_batch (decode_records) and find_timestamp on valid batches of every shape.
     buf = encode_batch(base, records, timestamp_type=ts_type, now_ms=1_234)
     header = read_header(buf)
     start = base + data.draw(st.integers(0, len(records)))
@@ -357,6 +339,10 @@ def test_the_c_decoder_returns_the_same_records(
     fast, slow = both(lambda: decode_batch(buf, 0, header, start_offset=start, max_bytes=max_bytes))
     assert fast == slow
     records_typed(fast)
+    stamps = [r.timestamp for r in records if r.timestamp is not None] or [1_234]
+    target = data.draw(st.one_of(st.sampled_from(stamps), st.integers(0, 2**41 + 1)))
+    fast, slow = both(lambda: find_timestamp(buf, 0, header, target, start_offset=start))
+    assert fast == slow
 
 
 @pytest.mark.parametrize("ts_type", list(TimestampType))
@@ -394,6 +380,18 @@ def test_every_msgpack_size_class_boundary_encodes_as_msgpack_does() -> None:
     records += [Record(None, None, base, tuple(("k", b"") for _ in range(n))) for n in (15, 16, 17)]
     fast, slow = both(lambda: encode_batch(0, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1))
     assert fast[0] == "ok" and fast == slow  # type: ignore[index]
+    # And the C readers read every one of those widths back as msgpack does (the signed int
+    # classes are one sign-extending case in take_int).
+    buf = fast[1]  # type: ignore[index]
+    header = read_header(buf)
+    for start, max_bytes in ((0, None), (len(INT_EDGES) + 5, 1)):
+        got, want = both(lambda s=start, m=max_bytes: decode_batch(buf, 0, header, start_offset=s, max_bytes=m))
+        assert got[0] == "ok" and got == want  # type: ignore[index]
+    for target in (base - 2**40, base - 129, base, base + 65_536):
+        found, want = both(lambda t=target: find_timestamp(buf, 0, header, t))
+        assert found == want
+    if batch_module._fast is not None:
+        assert batch_module._fast.batch_records(Record, google_crc32c.value, buf, 3, 1) is not None
 
 
 def test_seglog_pure_python_turns_the_c_module_off() -> None:
