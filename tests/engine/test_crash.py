@@ -55,6 +55,10 @@ asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
 """
 
 
+# flush_messages=1 (every append fsynced) with small segments and indexes: rolls happen in the power-loss tests.
+DURABLE_SMALL = LogConfig(flush_messages=1, segment_bytes=8192, segment_index_bytes=2048, index_interval_bytes=256)
+
+
 def _expected_values(tag: str, count: int) -> list[bytes]:
     run_id, seq = tag.split(":")
     s = int(seq)
@@ -115,7 +119,7 @@ async def _crash(engine: Engine) -> None:
 
 async def test_power_loss_keeps_fsynced_appends(tmp_path: Path) -> None:
     ops = PowerLossOps()
-    config = LogConfig(flush_messages=1, segment_bytes=8192, segment_index_bytes=2048, index_interval_bytes=256)
+    config = DURABLE_SMALL
     with use_ops(ops):
         engine = await Engine.open(tmp_path, config)
         await engine.create_topic("t")
@@ -137,7 +141,7 @@ async def test_power_loss_keeps_fsynced_appends_that_shared_a_batch(tmp_path: Pa
     # fsynced once; every caller that got its result must find its records after a power loss,
     # and appends still in flight when the power went may be gone, whole.
     ops = PowerLossOps()
-    config = LogConfig(flush_messages=1, segment_bytes=8192, segment_index_bytes=2048, index_interval_bytes=256)
+    config = DURABLE_SMALL
     with use_ops(ops):
         engine = await Engine.open(tmp_path, config)
         await engine.create_topic("t")
