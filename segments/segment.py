@@ -1109,10 +1109,13 @@ class LogSegment:
 
         return await self._log.run_read(work)
 
-    def _placed_window(self, start_offset: int, max_bytes: int) -> tuple[int, bytes | bytearray] | None:
+    def _placed_window(
+        self, start_offset: int, max_bytes: int, *, one_batch: bool
+    ) -> tuple[int, bytes | bytearray] | None:
         # The position of the first indexed batch reaching start_offset and the cached bytes from
-        # there (its span, or at least max_bytes), when a synchronous read may use them: an open
-        # segment whose offset index is loaded and checked (OffsetIndex.ceiling_span), bytes cached.
+        # there, when a synchronous read may use them: an open segment whose offset index is loaded
+        # and checked (OffsetIndex.ceiling_span), bytes cached. `one_batch`: the caller wants that
+        # batch only, so nothing is read when max_bytes says the read would take more than its span.
         if self._closed or not (self._indexes_checked and self._trust_indexes) or max_bytes < 0:
             return None
         lazy = self._offset_index
@@ -1123,7 +1126,10 @@ class LogSegment:
         if span is None or span[0] >= end:
             return None
         position, spacing = span
-        window = self._log.read_cached(position, min(max(spacing or _READ_WINDOW, max_bytes), end - position))
+        size = spacing or _READ_WINDOW
+        if one_batch and max_bytes > size:
+            return None  # a fetch of more than this batch: read_cached reads it, once
+        window = self._log.read_cached(position, min(max(size, max_bytes), end - position))
         if window is None or len(window) < HEADER_SIZE:
             return None
         return position, window
@@ -1145,7 +1151,7 @@ class LogSegment:
         Raises:
             StorageError, ClosedError.
         """
-        placed = self._placed_window(start_offset, max_bytes)
+        placed = self._placed_window(start_offset, max_bytes, one_batch=True)
         if placed is None:
             return None
         position, window = placed
@@ -1175,7 +1181,7 @@ class LogSegment:
         Raises:
             StorageError, ClosedError.
         """
-        placed = self._placed_window(start_offset, max_bytes)
+        placed = self._placed_window(start_offset, max_bytes, one_batch=False)
         if placed is None:
             return None
         position, window = placed
