@@ -47,8 +47,11 @@ class LogDirListing:
     """What a log directory holds, read in one hop."""
 
     clean_shutdown: bool = False
+    clean_shutdown_record: bytes = b""  # what the marker holds (engine.checkpoints.format_clean_shutdown)
     empty: bool = True
     files: dict[str, bytes] = field(default_factory=dict)
+    # Each partition dir, with its topic.json for one dir per topic (every partition of a topic holds the
+    # same file; reading 1000 of them was most of a clean open): None for the others.
     partition_dirs: dict[tuple[str, int], bytes | None] = field(default_factory=dict)
     deleted_dirs: list[str] = field(default_factory=list)
 
@@ -71,11 +74,13 @@ def _scan(path: Path, create: bool) -> LogDirListing:
         elif not path.is_dir():
             raise StorageError(f"{path}: no such log directory")
         listing = LogDirListing()
+        described: set[str] = set()  # topics whose topic.json was read
         with os.scandir(path) as entries:
             for entry in entries:
                 name = entry.name
                 if name == CLEAN_SHUTDOWN_FILE:
                     listing.clean_shutdown = True
+                    listing.clean_shutdown_record = _read_small(path / name) or b""
                 elif name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
                     data = _read_small(path / name)
                     if data is not None:
@@ -84,7 +89,12 @@ def _scan(path: Path, create: bool) -> LogDirListing:
                 elif entry.is_dir(follow_symlinks=False):
                     parsed = parse_partition_dir(name)
                     if parsed is not None:
-                        listing.partition_dirs[parsed] = _read_small(path / name / TOPIC_FILE)
+                        meta = None
+                        if parsed[0] not in described:
+                            meta = _read_small(path / name / TOPIC_FILE)
+                            if meta is not None:
+                                described.add(parsed[0])
+                        listing.partition_dirs[parsed] = meta
                         listing.empty = False
                     elif name.endswith("-delete") and "." in name:
                         listing.deleted_dirs.append(name)

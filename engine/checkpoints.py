@@ -7,6 +7,10 @@ Format (Kafka's ``CheckpointFile``), text, one item per line::
     orders 0 1234         <- topic, partition, offset
     orders 1 99
 
+The ``.clean-shutdown`` marker carries, in the same style, what a clean open
+needs to answer for a partition without opening its files (see
+:func:`format_clean_shutdown`).
+
 Parsing is strict and pure: a file that does not follow the format raises
 :class:`~engine.errors.CorruptionError`, and the engine then falls back to the
 safe choice (recover everything) rather than trusting it. Writing is atomic
@@ -18,7 +22,8 @@ Must not import: ``tools``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from itertools import pairwise
+from typing import Final, NamedTuple
 
 from engine.errors import CorruptionError
 from engine.names import validate_topic
@@ -26,13 +31,17 @@ from engine.names import validate_topic
 __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
+    "ClosedPartition",
     "format_checkpoint",
+    "format_clean_shutdown",
     "parse_checkpoint",
+    "parse_clean_shutdown",
 ]
 
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 CHECKPOINT_VERSION: Final = 0  # part of the file format
+CLEAN_SHUTDOWN_VERSION: Final = 1  # of the .clean-shutdown record; an empty marker (seglog < 0.3) has none
 MAX_CHECKPOINT_ENTRIES: Final = 10_000_000  # bound before allocating anything from a count on disk
 
 TopicPartition = tuple[str, int]
@@ -81,4 +90,73 @@ def parse_checkpoint(data: bytes, *, name: str = "checkpoint") -> dict[TopicPart
         if partition < 0 or offset < 0:
             raise CorruptionError(f"{name}: line {number} has a negative number: {line!r}")
         out[(topic, partition)] = offset
+    return out
+
+
+class ClosedPartition(NamedTuple):
+    """One partition as a clean close left it: enough to serve it before its files are opened."""
+
+    log_end_offset: int
+    size_bytes: int  # bytes of its .log files
+    base_offsets: tuple[int, ...]  # of its segments, ascending
+
+
+def format_clean_shutdown(partitions: Mapping[TopicPartition, ClosedPartition]) -> bytes:
+    """The ``.clean-shutdown`` record: checkpoint-style text, one partition per line.
+
+    ::
+
+        1                          <- version
+        2                          <- number of entries
+        orders 0 1234 56789 0,800  <- topic, partition, log end offset, .log bytes, segment base offsets
+        orders 1 0 0 0
+    """
+    lines = [str(CLEAN_SHUTDOWN_VERSION), str(len(partitions))]
+    lines += [
+        f"{topic} {partition} {p.log_end_offset} {p.size_bytes} {','.join(map(str, p.base_offsets))}"
+        for (topic, partition), p in sorted(partitions.items())
+    ]
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def parse_clean_shutdown(data: bytes, *, name: str = ".clean-shutdown") -> dict[TopicPartition, ClosedPartition]:
+    """Parse a ``.clean-shutdown`` record (an empty marker parses to no entries).
+
+    Raises:
+        CorruptionError: not the format of :func:`format_clean_shutdown`, or an
+            entry that cannot be true (no segment, base offsets not ascending,
+            a log end below the last segment's base offset, a negative number).
+    """
+    if not data:
+        return {}
+    try:
+        lines = data.decode("ascii").splitlines()
+    except UnicodeDecodeError as exc:
+        raise CorruptionError(f"{name}: not ASCII text") from exc
+    if len(lines) < 2 or lines[0].strip() != str(CLEAN_SHUTDOWN_VERSION):
+        raise CorruptionError(f"{name}: not a version {CLEAN_SHUTDOWN_VERSION} clean-shutdown record")
+    try:
+        count = int(lines[1])
+    except ValueError as exc:
+        raise CorruptionError(f"{name}: entry count {lines[1]!r} is not a number") from exc
+    if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or count != len(lines) - 2:
+        raise CorruptionError(f"{name}: header says {count} entries but the file has {len(lines) - 2}")
+    out: dict[TopicPartition, ClosedPartition] = {}
+    for number, line in enumerate(lines[2:], start=3):
+        parts = line.split(" ")
+        if len(parts) != 5:
+            raise CorruptionError(f"{name}: line {number} is not 'topic partition end bytes bases': {line!r}")
+        try:
+            validate_topic(parts[0])
+            partition, end, size = int(parts[1]), int(parts[2]), int(parts[3])
+            bases = tuple(int(b) for b in parts[4].split(","))
+        except (ValueError, TypeError) as exc:
+            raise CorruptionError(f"{name}: line {number} is malformed: {line!r}") from exc
+        if (
+            min(partition, end, size, *bases) < 0
+            or any(a >= b for a, b in pairwise(bases))
+            or end < bases[-1]
+        ):
+            raise CorruptionError(f"{name}: line {number} cannot describe a partition: {line!r}")
+        out[(parts[0], partition)] = ClosedPartition(end, size, bases)
     return out

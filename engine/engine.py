@@ -42,8 +42,11 @@ from engine import _fs
 from engine.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    ClosedPartition,
     format_checkpoint,
+    format_clean_shutdown,
     parse_checkpoint,
+    parse_clean_shutdown,
 )
 from engine.config import LogConfig
 from engine.errors import (
@@ -313,15 +316,44 @@ class Engine:
         recover = force_recovery or not self.had_clean_shutdown
         recovery_points = self._parse_checkpoint(RECOVERY_POINT_CHECKPOINT, listing)
         start_offsets = self._parse_checkpoint(LOG_START_OFFSET_CHECKPOINT, listing)
+        # After a clean close the marker says where every partition ended: those partitions open
+        # their files on first use (docs/OPERATIONS.md, "Opening"), so a clean open costs about a
+        # listing of the directory. Read-only engines open everything now: another process may
+        # be writing the directory, and a record read now could be stale by first use.
+        closed = {} if recover or self.read_only else self._parse_clean_shutdown(listing)
         if not self.read_only:
             for stale in listing.deleted_dirs:
                 self._spawn(_fs.remove_tree(self.path / stale), name="seglog-remove-deleted-topic")
         partitions = sorted(listing.partition_dirs.items())
+        for (topic, partition), meta_bytes in partitions:  # the one topic.json read per topic decides
+            if meta_bytes is not None and topic not in self._topics:
+                self._topics[topic] = self._parse_topic_file(topic, partition, meta_bytes)
         loads: list[tuple[_Topic, int]] = []
+        done = 0
         for (topic, partition), meta_bytes in partitions:
             meta = self._parse_topic_file(topic, partition, meta_bytes)
-            loads.append((self._topics.setdefault(topic, meta), partition))
-        done = 0
+            topic_state = self._topics.setdefault(topic, meta)
+            record = closed.get((topic, partition))
+            if record is None:
+                loads.append((topic_state, partition))
+                continue
+            first = record.base_offsets[0]
+            self._logs[(topic, partition)] = PartitionLog(
+                self,
+                topic,
+                partition,
+                self.path / partition_dir_name(topic, partition),
+                topic_state.config,
+                LogSegments(),
+                log_start_offset=min(max(start_offsets.get((topic, partition), first), first), record.log_end_offset),
+                log_end_offset=record.log_end_offset,
+                recovery_point=record.log_end_offset,  # a clean close flushed everything
+                read_only=False,
+                unopened=record,
+            )
+            done += 1
+            if on_progress is not None:
+                on_progress(RecoveryProgress(topic, partition, done, len(partitions), 0, 0, 0))
         now_ms = _now_ms()
         # The files of LOAD_CHUNK partitions are opened in one executor hop (a thread opening 10
         # segments takes ~0.3 ms; a hop ~0.1 ms, and threads opening files concurrently mostly
@@ -353,7 +385,9 @@ class Engine:
                         done += 1
                         if on_progress is not None:
                             on_progress(
-                                RecoveryProgress(key[0], key[1], done, len(loads), report[0], report[1], report[2])
+                                RecoveryProgress(
+                                    key[0], key[1], done, len(partitions), report[0], report[1], report[2]
+                                )
                             )
                 except BaseException:
                     await in_thread(_close_opened, opened[taken:])
@@ -388,6 +422,14 @@ class Engine:
             log.warning("%s: %s; ignoring it (recovering from offset 0)", self.path / name, exc)
             return {}
 
+    def _parse_clean_shutdown(self, listing: _fs.LogDirListing) -> dict[tuple[str, int], ClosedPartition]:
+        try:
+            return parse_clean_shutdown(listing.clean_shutdown_record)
+        except CorruptionError as exc:
+            # The safe fallback: open every partition's files now.
+            log.warning("%s: %s; opening every partition now", self.path / CLEAN_SHUTDOWN_FILE, exc)
+            return {}
+
     def _parse_topic_file(self, topic: str, partition: int, data: bytes | None) -> _Topic:
         overrides: dict[str, Any] = {}
         partitions = partition + 1
@@ -402,7 +444,7 @@ class Engine:
                 where = self._topic_file(topic, partition)
                 log.warning("%s: unreadable (%s); using the engine's default config", where, exc)
         existing = self._topics.get(topic)
-        if existing is not None:  # the topic's config comes from its first partition (~50 us to build)
+        if existing is not None:  # the topic's config comes from the topic.json read first (~50 us to build)
             existing.partitions = max(existing.partitions, partitions, partition + 1)
             return existing
         try:
@@ -455,10 +497,74 @@ class Engine:
         opened: tuple[list[LogSegment], list[int]],
         now_ms: int,
     ) -> tuple[PartitionLog, tuple[int, int, int]]:
-        """Make a PartitionLog of one partition's opened segments; recover those from ``recovery_point`` on.
+        """Make a PartitionLog of one partition's opened segments; recover those from ``recovery_point`` on."""
+        segments, log_end_offset, first_recovered, report = await self._load_segments(
+            topic, partition, recovery_point=recovery_point, log_start_offset=log_start_offset, opened=opened,
+            now_ms=now_ms,
+        )
+        first_segment = segments.first_segment
+        assert first_segment is not None
+        start = min(max(log_start_offset, first_segment.base_offset), log_end_offset)
+        plog = PartitionLog(
+            self,
+            topic.name,
+            partition,
+            self.path / partition_dir_name(topic.name, partition),
+            topic.config,
+            segments,
+            log_start_offset=start,
+            log_end_offset=log_end_offset,
+            # Recovered segments are durable only after the flush below: start the recovery point at
+            # the first of them so that flush() syncs them all before it moves past them.
+            recovery_point=min(first_recovered, log_end_offset),
+            read_only=self.read_only,
+        )
+        if report[0]:
+            # Recovered bytes may still be only in the page cache; make them durable before the
+            # recovery point (and so the checkpoint) moves past them.
+            try:
+                await plog.flush()
+            except BaseException:
+                # Not in self._logs yet, so _abort_open would not close it: a failed or cancelled
+                # flush must not leave the partition's files open.
+                await asyncio.shield(plog.close(flush=False))
+                raise
+        return plog, report
 
-        ``opened`` comes from :meth:`_open_partitions` (``None`` recovery point:
-        a clean stop). Kafka's LogLoader rules: leftovers of interrupted
+    async def _open_unopened(self, plog: PartitionLog) -> tuple[LogSegments[LogSegment], int, int, bool]:
+        """Open the files of a partition a clean open left unopened (its first use); see PartitionLog._open.
+
+        Returns its segments, log end offset, the base offset of the first
+        segment recovered (an index file was missing or the active segment did
+        not parse to its end) and whether any was.
+        """
+        topic = self._topics[plog.topic]
+        now_ms = _now_ms()
+        opened = (await self._open_partitions([(topic, plog.partition)], now_ms, clean=True))[0]
+        if isinstance(opened, BaseException):
+            raise opened
+        segments, log_end_offset, first_recovered, report = await self._load_segments(
+            topic, plog.partition, recovery_point=None, log_start_offset=plog.log_start_offset, opened=opened,
+            now_ms=now_ms,
+        )
+        return segments, log_end_offset, first_recovered, report[0] > 0
+
+    async def _load_segments(
+        self,
+        topic: _Topic,
+        partition: int,
+        *,
+        recovery_point: int | None,
+        log_start_offset: int,
+        opened: tuple[list[LogSegment], list[int]],
+        now_ms: int,
+    ) -> tuple[LogSegments[LogSegment], int, int, tuple[int, int, int]]:
+        """One partition's opened segments, recovered from ``recovery_point`` on; its log end offset.
+
+        Also the base offset of the first recovered segment and the report
+        (segments recovered, their bytes, bytes truncated). ``opened`` comes
+        from :meth:`_open_partitions` (``None`` recovery point: a clean stop).
+        Kafka's LogLoader rules: leftovers of interrupted
         deletions and atomic writes are removed (when the files are opened); a
         segment missing an index file is recovered (its indexes rebuilt from
         the ``.log``) even after a clean shutdown; after an unclean one, every
@@ -511,40 +617,14 @@ class Engine:
                     raise UnknownTopicOrPartitionError(f"{directory}: holds no segment")
                 segments.add(await self._new_segment(directory, config, max(log_start_offset, 0), now_ms))
             active = segments.active_segment
-            first_segment = segments.first_segment
-            assert active is not None and first_segment is not None
+            assert active is not None
             log_end_offset = await active.read_next_offset()
         except BaseException:
             for segment in segments.values():
                 with contextlib.suppress(Exception):
                     await segment.close()
             raise
-        start = min(max(log_start_offset, first_segment.base_offset), log_end_offset)
-        plog = PartitionLog(
-            self,
-            topic.name,
-            partition,
-            directory,
-            config,
-            segments,
-            log_start_offset=start,
-            log_end_offset=log_end_offset,
-            # Recovered segments are durable only after the flush below: start the recovery point at
-            # the first of them so that flush() syncs them all before it moves past them.
-            recovery_point=min(first_recovered, log_end_offset),
-            read_only=self.read_only,
-        )
-        if recovered:
-            # Recovered bytes may still be only in the page cache; make them durable before the
-            # recovery point (and so the checkpoint) moves past them.
-            try:
-                await plog.flush()
-            except BaseException:
-                # Not in self._logs yet, so _abort_open would not close it: a failed or cancelled
-                # flush must not leave the partition's files open.
-                await asyncio.shield(plog.close(flush=False))
-                raise
-        return plog, (recovered, recovered_bytes, truncated_total)
+        return segments, log_end_offset, first_recovered, (recovered, recovered_bytes, truncated_total)
 
     async def _new_segment(self, directory: Path, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
         segment = await LogSegment.open(
@@ -976,7 +1056,11 @@ class Engine:
             try:
                 await self._write_checkpoints()
                 if clean:
-                    await _fs.atomic_write(self.path / CLEAN_SHUTDOWN_FILE, b"")
+                    record = {
+                        key: ClosedPartition(plog.log_end_offset, plog.size_bytes, tuple(plog.segment_base_offsets()))
+                        for key, plog in self._logs.items()
+                    }
+                    await _fs.atomic_write(self.path / CLEAN_SHUTDOWN_FILE, format_clean_shutdown(record))
             finally:
                 if self._lock_handle is not None:
                     await self._lock_handle.release()

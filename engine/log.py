@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
 
+from engine.checkpoints import ClosedPartition
 from engine.config import LogConfig
 from engine.errors import (
     ClosedError,
@@ -173,6 +174,7 @@ class PartitionLog:
         log_end_offset: int,
         recovery_point: int,
         read_only: bool,
+        unopened: ClosedPartition | None = None,
     ) -> None:
         self._engine = engine
         self.topic: Final = topic
@@ -180,6 +182,10 @@ class PartitionLog:
         self.directory = directory
         self.config = config
         self._segments = segments
+        # Set when a clean open left this partition's files unopened: what the clean close recorded.
+        # The first call that needs the files opens them (_open); the properties answer from it.
+        self._unopened = unopened
+        self._opening: asyncio.Task[None] | None = None
         self._log_start_offset = log_start_offset
         self._log_end_offset = log_end_offset
         self._recovery_point = recovery_point
@@ -235,20 +241,78 @@ class PartitionLog:
     @property
     def size_bytes(self) -> int:
         """Bytes of all segments' ``.log`` files."""
+        if self._unopened is not None:
+            return self._unopened.size_bytes
         return self._segments.size_bytes
 
     @property
     def segment_count(self) -> int:
+        if self._unopened is not None:
+            return len(self._unopened.base_offsets)
         return len(self._segments)
 
     def segment_base_offsets(self) -> list[int]:
+        if self._unopened is not None:
+            return list(self._unopened.base_offsets)
         return list(self._segments.base_offsets())
 
     def __repr__(self) -> str:
         return (
             f"<PartitionLog {self.topic}-{self.partition} start={self._log_start_offset} "
-            f"end={self._log_end_offset} segments={len(self._segments)}>"
+            f"end={self._log_end_offset} segments={self.segment_count}>"
         )
+
+    # -- opening the files on first use ---------------------------------------------
+
+    async def _open(self) -> None:
+        """Open the files a clean open left unopened (once; concurrent first callers share it).
+
+        The work runs in a task of its own: a cancelled caller does not stop it
+        half way; a failed attempt (the error goes to every caller waiting on
+        it) is retried by the next call.
+        """
+        task = self._opening
+        if task is None:
+            task = self._opening = asyncio.get_running_loop().create_task(
+                self._open_files(), name=f"seglog-open-{self.topic}-{self.partition}"
+            )
+        try:
+            await asyncio.shield(task)
+        finally:
+            if task.done():
+                if self._opening is task and (task.cancelled() or task.exception() is not None):
+                    self._opening = None
+                if not task.cancelled():
+                    task.exception()  # retrieved: it was raised to the callers
+
+    async def _open_files(self) -> None:
+        record = self._unopened
+        if record is None:
+            return
+        self._check_open()
+        segments, end, first_recovered, recovered = await self._engine._open_unopened(self)
+        if self._closed:  # closed while the files were opening (close waits for this task; belt and braces)
+            for segment in segments.values():
+                await segment.close()
+            self._check_open()
+        if end != record.log_end_offset or list(segments.base_offsets()) != list(record.base_offsets):
+            log.warning(
+                "%s-%d: the files do not match what the clean close recorded (log end %d, segments %s; recorded "
+                "%d, %s): the files win",
+                self.topic, self.partition, end, list(segments.base_offsets()), record.log_end_offset,
+                list(record.base_offsets),
+            )
+        first = segments.first_segment
+        assert first is not None
+        self._segments = segments
+        self._log_end_offset = end
+        self._log_start_offset = min(max(self._log_start_offset, first.base_offset), end)
+        self._recovery_point = min(self._recovery_point, first_recovered, end)
+        self._unopened = None
+        if recovered:
+            # A rebuilt index (or a recovered active segment) is durable only after a flush; the
+            # caller may hold the lock, and nothing else touches the files before this returns.
+            await self._flush_locked(end)
 
     # -- append --------------------------------------------------------------------
 
@@ -388,6 +452,8 @@ class PartitionLog:
                     async with self._lock:
                         if self._closed:
                             raise ClosedError(f"{self.topic}-{self.partition} was closed before the append was written")
+                        if self._unopened is not None:
+                            await self._open()
                         await self._write_group(group)
                 except BaseException as exc:
                     for item in group:
@@ -633,6 +699,8 @@ class PartitionLog:
         """Seal the active segment now (a no-op when it is empty)."""
         self._check_writable()
         async with self._lock:
+            if self._unopened is not None:
+                await self._open()
             await self._roll(_now_ms())
 
     # -- flush -------------------------------------------------------------------------
@@ -655,7 +723,7 @@ class PartitionLog:
                 await self._flush_locked(offset)
 
     async def _flush_locked(self, offset: int) -> None:
-        if offset <= self._recovery_point:
+        if offset <= self._recovery_point or self._unopened is not None:  # unopened: nothing written since
             return
         for segment in self._segments.values(self._recovery_point, offset):
             await segment.flush()
@@ -688,6 +756,8 @@ class PartitionLog:
         """
         if self._closed:
             self._check_open()  # raises
+        if self._unopened is not None:
+            await self._open()
         # `type(x) is int` first: the exact-int common case skips the two isinstance calls (~0.2 us).
         if type(offset) is not int and (isinstance(offset, bool) or not isinstance(offset, int)):
             raise InvalidRecordError(f"offset must be an int, got {type(offset).__name__}")
@@ -759,6 +829,8 @@ class PartitionLog:
             raise InvalidRecordError(
                 f"timestamp {timestamp} is negative; use ms since the epoch or -1 (latest), -2 (earliest), -3 (max)"
             )
+        if self._unopened is not None:
+            await self._open()
         start = self._log_start_offset
         # Kafka: the first segment (holding offsets >= log start) whose largest timestamp reaches the
         # target; every earlier segment holds only smaller timestamps, so its first qualifying record
@@ -781,6 +853,8 @@ class PartitionLog:
         return [s for s in segments if s.base_offset >= floor.base_offset]
 
     async def _offset_of_max_timestamp(self) -> OffsetAndTimestamp | None:
+        if self._unopened is not None:
+            await self._open()
         best: tuple[int, LogSegment] | None = None
         for segment in self._live_segments():
             largest = await segment.largest_record_timestamp()
@@ -864,6 +938,8 @@ class PartitionLog:
         ``log_start_only`` applies only the log-start-offset rule (what
         ``delete_records_before`` triggers), not ``retention.ms``/``retention.bytes``.
         """
+        if self._unopened is not None:
+            await self._open()
         summaries = [
             SegmentSummary(s.base_offset, s.size, await s.largest_timestamp()) for s in self._segments.values()
         ]
@@ -927,9 +1003,13 @@ class PartitionLog:
         if writer is not None:
             # asyncio.wait, not gather: a cancelled close must not cancel the writer mid-write.
             await asyncio.wait({writer})
+        if self._opening is not None:
+            await asyncio.wait({self._opening})  # files being opened are closed below, not leaked
         async with self._lock:
             if self.closed:  # re-check after waiting for the lock
                 return
+            if self._opening is not None and not self._opening.done():
+                await asyncio.wait({self._opening})
             if flush and not self._read_only:
                 await self._flush_locked(self._log_end_offset)
             self._closed = True

@@ -2,7 +2,8 @@
 
 A directory of many sealed segments (1000 partitions x 10 segments) would otherwise need one
 descriptor per segment (Kafka's operators raise `ulimit -n` for this). The active segment is
-opened at once (it takes appends); a sealed one is `stat`-ed at open and opened by its first use.
+opened when its partition is (at open after an unclean stop, by the partition's first use after
+a clean one: test_lazy_open.py); a sealed one is `stat`-ed then and opened by its first use.
 """
 
 from __future__ import annotations
@@ -37,10 +38,14 @@ def segment_log(root: Path, partition: int, base: int) -> str:
     return str(root / f"t-{partition}" / f"{base:020d}.log")
 
 
-async def test_only_active_segments_are_open_until_a_sealed_one_is_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("clean", [True, False])
+async def test_only_active_segments_are_open_until_a_sealed_one_is_read(tmp_path: Path, clean: bool) -> None:
     await fill(tmp_path)
+    if not clean:
+        (tmp_path / ".clean-shutdown").unlink()  # every partition's files are opened at open
     async with Engine.open(tmp_path) as engine:
-        assert sorted(open_log_files_under(tmp_path)) == [segment_log(tmp_path, p, 3) for p in range(PARTITIONS)]
+        opened = range(PARTITIONS) if not clean else []
+        assert sorted(open_log_files_under(tmp_path)) == [segment_log(tmp_path, p, 3) for p in opened]
         got = await engine.log("t", 1).read(0)  # a sealed segment: its descriptor is opened now, in a thread
         assert [r.value for r in got.records] == [b"v0"]
         assert segment_log(tmp_path, 1, 0) in open_log_files_under(tmp_path)
@@ -80,6 +85,7 @@ async def test_a_directory_where_a_sealed_segment_should_be_fails_the_open(tmp_p
     bad = Path(segment_log(tmp_path, 2, 1))
     bad.unlink()
     bad.mkdir()
+    (tmp_path / ".clean-shutdown").unlink()  # after a clean stop the partition's first use fails instead
     with pytest.raises(errors.StorageError, match="not a regular file"):
         await Engine.open(tmp_path)
     assert open_log_files_under(tmp_path) == []
@@ -114,8 +120,8 @@ async def test_a_retention_pass_leaves_sealed_segments_without_descriptors(tmp_p
                     await log.append([Record(b"x" * 3000)])
                 await log.roll()
     async with Engine.open(tmp_path) as engine:
-        assert len(open_log_files_under(tmp_path)) == 2
+        assert len(open_log_files_under(tmp_path)) == 0  # a clean open: files open on first use
         assert await engine.enforce_retention() == 0
-        assert len(open_log_files_under(tmp_path)) == 2
+        assert len(open_log_files_under(tmp_path)) == 2  # the active segments
         assert (await engine.log("t", 0).read(0)).records  # a read still works (and opens that one)
         assert len(open_log_files_under(tmp_path)) == 3

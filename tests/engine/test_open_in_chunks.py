@@ -2,7 +2,9 @@
 
 Whatever the chunking, every partition is loaded with its records, and a
 partition that cannot be opened fails the open without leaving the files of
-the other partitions (same chunk, later chunk) open.
+the other partitions (same chunk, later chunk) open. Files are opened at open
+after an unclean stop (a clean one leaves them for first use:
+test_lazy_open.py), so these tests remove the clean-shutdown marker.
 """
 
 from __future__ import annotations
@@ -28,8 +30,15 @@ async def fill(root: Path) -> None:
             await log.append([Record(b"b%d" % p)])
 
 
-async def test_every_partition_of_every_chunk_is_loaded(tmp_path: Path) -> None:
+def forget_clean_shutdown(root: Path) -> None:
+    (root / ".clean-shutdown").unlink()
+
+
+@pytest.mark.parametrize("clean", [False, True])
+async def test_every_partition_of_every_chunk_is_loaded(tmp_path: Path, clean: bool) -> None:
     await fill(tmp_path)
+    if not clean:
+        forget_clean_shutdown(tmp_path)
     async with Engine.open(tmp_path) as engine:
         for p in range(PARTITIONS):
             log = engine.log("t", p)
@@ -44,6 +53,7 @@ async def test_a_partition_that_cannot_open_fails_the_open_and_leaks_nothing(tmp
     log_file = tmp_path / f"t-{bad}" / "00000000000000000000.log"
     log_file.unlink()
     log_file.mkdir()  # a directory where a segment file should be: opening it fails
+    forget_clean_shutdown(tmp_path)
     with pytest.raises(errors.StorageError):
         await Engine.open(tmp_path)
     assert open_log_files_under(tmp_path) == []

@@ -416,7 +416,7 @@ class _Bench:
         self.say(f"open: building {s.open_partitions} partitions x 10 segments (twice)")
         base_bytes = await scaling.build_many_partitions(base, s.open_partitions, 1, data)
         big_bytes = await scaling.build_many_partitions(big, s.open_partitions, 10, data)
-        times: dict[str, list[float]] = {"open": [], "open10": [], "listing": []}
+        times: dict[str, list[float]] = {"open": [], "open10": [], "listing": [], "open_used": []}
 
         async def listing(record: bool) -> None:
             t, _ = ref.list_log_dir(base)
@@ -433,7 +433,12 @@ class _Bench:
             if record:
                 times["open10"].append(t)
 
-        await self._rounds("open", [listing, open1, open10])
+        async def open_used(record: bool) -> None:
+            t = await scaling.timed_open(base, use_every_partition=True)
+            if record:
+                times["open_used"].append(t)
+
+        await self._rounds("open", [listing, open1, open10, open_used])
         remove(base)
         remove(big)
         m = {k: statistics.median(v) for k, v in times.items()}
@@ -442,6 +447,7 @@ class _Bench:
             open_segments=s.open_partitions * scaling.SEGMENTS_PER_PARTITION,
             open_s=m["open"],
             open_10x_data_s=m["open10"],
+            open_then_use_s=m["open_used"],
             listing_s=m["listing"],
             open_bytes=base_bytes,
             open_10x_data_bytes=big_bytes,
