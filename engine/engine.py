@@ -535,8 +535,8 @@ class Engine:
         """Open the files of a partition a clean open left unopened (its first use); see PartitionLog._open.
 
         Returns its segments, log end offset, the base offset of the first
-        segment recovered (an index file was missing or the active segment did
-        not parse to its end) and whether any was.
+        recovered segment still to be fsynced (an index file was missing or the
+        active segment did not parse to its end) and whether any was recovered.
         """
         topic = self._topics[plog.topic]
         now_ms = _now_ms()
@@ -561,7 +561,8 @@ class Engine:
     ) -> tuple[LogSegments[LogSegment], int, int, tuple[int, int, int]]:
         """One partition's opened segments, recovered from ``recovery_point`` on; its log end offset.
 
-        Also the base offset of the first recovered segment and the report
+        Also the base offset of the first recovered segment not yet fsynced
+        (recovered sealed segments are fsynced and released here) and the report
         (segments recovered, their bytes, bytes truncated). ``opened`` comes
         from :meth:`_open_partitions` (``None`` recovery point: a clean stop).
         Kafka's LogLoader rules: leftovers of interrupted
@@ -581,7 +582,7 @@ class Engine:
             segments.add(segment)
         try:
             recovered = recovered_bytes = truncated_total = 0
-            first_recovered = 2**63 - 1  # base offset of the first recovered segment
+            first_recovered = 2**63 - 1  # base offset of the first recovered segment not yet fsynced
             if not self.read_only:
                 max_batch = max(config.max_message_bytes, config.segment_bytes)
                 to_recover: list[LogSegment] = []
@@ -598,7 +599,6 @@ class Engine:
                         continue  # deleted below, after an earlier truncation
                     size = segment.size
                     cut = await segment.recover(max_batch)
-                    first_recovered = min(first_recovered, segment.base_offset)
                     recovered += 1
                     recovered_bytes += size
                     truncated_total += cut
@@ -612,6 +612,16 @@ class Engine:
                             log.warning("%s: deleting segment %d after the truncation", directory,
                                         later.base_offset)
                             await later.delete()
+                    if segment is not segments.active_segment:
+                        # A recovered sealed segment holds three descriptors (its .log, and the one
+                        # Python's mmap keeps per mapped index): 10,000 of them exhausted a 20,000
+                        # ulimit. Make it durable, close it, and open it again as a clean open opens a
+                        # sealed segment (nothing mapped, the .log opened by its first read).
+                        await segment.flush()
+                        await segment.close()
+                        segments.add(await self._reopen_sealed(directory, config, segment.base_offset, now_ms))
+                        continue
+                    first_recovered = min(first_recovered, segment.base_offset)
             if segments.is_empty:
                 if self.read_only:
                     raise UnknownTopicOrPartitionError(f"{directory}: holds no segment")
@@ -625,6 +635,20 @@ class Engine:
                     await segment.close()
             raise
         return segments, log_end_offset, first_recovered, (recovered, recovered_bytes, truncated_total)
+
+    async def _reopen_sealed(self, directory: Path, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
+        return await in_thread(
+            LogSegment.open_existing_in_thread,
+            directory,
+            base_offset,
+            max_index_size=config.segment_index_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+            roll_jitter_ms=config.random_segment_jitter(),
+            now_ms=now_ms,
+            index_files_existed=(True, True),
+            read_first_batch=False,
+            defer_open=True,
+        )
 
     async def _new_segment(self, directory: Path, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
         segment = await LogSegment.open(

@@ -125,3 +125,29 @@ async def test_a_retention_pass_leaves_sealed_segments_without_descriptors(tmp_p
         assert len(open_log_files_under(tmp_path)) == 2  # the active segments
         assert (await engine.log("t", 0).read(0)).records  # a read still works (and opens that one)
         assert len(open_log_files_under(tmp_path)) == 3
+
+
+async def test_an_unclean_recovery_of_many_sealed_segments_leaves_them_without_descriptors(tmp_path: Path) -> None:
+    # Each recovered segment used to keep its .log and both index maps open (Python's mmap keeps a
+    # descriptor): 10,000 recovered segments exhausted a 20,000-descriptor ulimit. Recovered sealed
+    # segments are now fsynced, closed and reopened like a clean open's sealed segments.
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        for i in range(30):
+            await log.append([Record(b"r%d" % i)])
+            await log.roll()
+        await log.append([Record(b"last")])
+    (tmp_path / ".clean-shutdown").unlink()
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")  # recover all 31
+    progress: list[RecoveryProgress] = []
+    async with Engine.open(tmp_path, on_progress=progress.append) as engine:
+        assert progress[-1].segments_recovered == 31
+        assert len(open_log_files_under(tmp_path)) == 1  # the active segment's .log only
+        got = [r.value for r in (await engine.log("t", 0).read(0, max_bytes=1 << 20)).records]
+        assert got[0] == b"r0"
+        for i in range(31):
+            assert (await engine.log("t", 0).read(i)).records[0].value == (b"r%d" % i if i < 30 else b"last")
+    async with Engine.open(tmp_path, on_progress=progress.append) as engine:  # clean again: nothing to rebuild
+        assert engine.log("t", 0).log_end_offset == 31
+        assert (await engine.log("t", 0).read(30)).records[0].value == b"last"

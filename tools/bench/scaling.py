@@ -31,7 +31,8 @@ async def build_many_partitions(root: Path, partitions: int, batches_per_segment
 
     The engine creates the topic and fills partition 0 (a batch of 30 records
     per ``batches_per_segment``, a roll after each segment); the other
-    partitions get copies of partition 0's segment files.
+    partitions get copies of partition 0's segment files, and an engine opens
+    (recovering them) and closes the directory once more.
     """
     batch = data.records[:30]
     async with Engine.open(root) as engine:
@@ -51,6 +52,11 @@ async def build_many_partitions(root: Path, partitions: int, batches_per_segment
                 stale.unlink()
         for path in files:
             shutil.copyfile(path, target / path.name)
+    # The copies changed the partitions behind the clean close's back: one unclean open (recovering
+    # them) and a clean close leave the directory as an engine would, its .clean-shutdown record true.
+    (root / ".clean-shutdown").unlink()
+    async with Engine.open(root):
+        pass
     return partitions * sum(p.stat().st_size for p in files if p.suffix == ".log")
 
 

@@ -1,0 +1,122 @@
+"""Review of the lazy clean open (cffbf0e, d949026): failing tests for the bugs found."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import pytest
+from enginehelpers import open_log_files_under
+
+from engine import Engine, LogConfig, Record, errors
+
+
+async def fill(root: Path, topic: str = "t", partitions: int = 2, segments: int = 3,
+               config: LogConfig | None = None) -> None:
+    async with Engine.open(root) as engine:
+        await engine.create_topic(topic, partitions=partitions, config=config)
+        for p in range(partitions):
+            log = engine.log(topic, p)
+            for s in range(segments):
+                await log.append([Record(b"%d-%d" % (p, s), timestamp=1000 + s)])
+                await log.roll()
+            await log.append([Record(b"last", timestamp=5000)])
+
+
+async def test_a_read_racing_delete_topic_raises_closed_not_keyerror(tmp_path: Path) -> None:
+    # delete_topic pops the topic from Engine._topics before it closes each partition; a first use of a
+    # partition not closed yet then reaches Engine._open_unopened, which looks the topic up: KeyError.
+    await fill(tmp_path)
+    async with Engine.open(tmp_path) as engine:
+        log1 = engine.log("t", 1)
+        deleting = asyncio.ensure_future(engine.delete_topic("t"))
+        while "t" in engine.topics():  # let delete_topic start (it is now closing partition 0)
+            await asyncio.sleep(0)
+        assert not log1.closed
+        with pytest.raises(errors.SeglogError):  # ClosedError("... was deleted") expected
+            await log1.read(0)
+        await deleting
+    assert open_log_files_under(tmp_path) == []
+
+
+async def test_a_failed_open_whose_callers_were_all_cancelled_is_retried_by_the_next_call(tmp_path: Path) -> None:
+    # OPERATIONS.md §3: a failed open "fails nothing else, and the next call tries again". When every
+    # caller of the failed attempt was cancelled, nobody clears PartitionLog._opening, and the next
+    # call is handed the stale error of the old attempt instead of trying again.
+    await fill(tmp_path)
+    bad = tmp_path / "t-1" / f"{0:020d}.log"
+    bad.unlink()
+    bad.mkdir()  # a directory where a segment should be
+    async with Engine.open(tmp_path) as engine:
+        log = engine.log("t", 1)
+        first = asyncio.ensure_future(log.read(1))
+        await asyncio.sleep(0)  # the open task has started
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await asyncio.sleep(0.3)  # the open task fails meanwhile
+        bad.rmdir()
+        bad.touch()  # repaired: offset 0 is gone, the rest is there
+        got = await log.read(1)  # must open the (now good) files
+        assert got.records[0].offset == 1
+
+
+async def test_one_partition_that_cannot_be_opened_stops_retention_of_every_later_partition(
+    tmp_path: Path,
+) -> None:
+    # Eagerly, a partition whose files are broken failed Engine.open. Lazily the engine opens, and the
+    # first retention pass raises that partition's StorageError out of Engine.enforce_retention's loop:
+    # the partitions after it (here "b-0") never get retention, on every background tick.
+    await fill(tmp_path, topic="a", partitions=1)
+    await fill(tmp_path, topic="b", partitions=1, config=LogConfig(retention_ms=1000))  # timestamps are 1970
+    bad = tmp_path / "a-0" / f"{0:020d}.log"
+    bad.unlink()
+    bad.mkdir()
+    async with Engine.open(tmp_path) as engine:
+        assert engine.log("b", 0).segment_count == 4
+        with contextlib.suppress(errors.StorageError):  # a-0's error: it may be reported, but ...
+            await engine.enforce_retention()
+        assert engine.log("b", 0).segment_count == 1  # ... b-0's old segments must be deleted anyway
+
+
+async def test_the_background_retention_pass_opens_every_partition(tmp_path: Path) -> None:
+    # OPERATIONS.md §3: "a seglog engine that serves a few of many partitions never pays for the rest".
+    # The retention tick (every 5 minutes by default) calls retention_plan on every partition, which
+    # opens its files, even with retention switched off: after one tick every partition holds its fds.
+    off = LogConfig(retention_ms=-1, retention_bytes=-1)
+    await fill(tmp_path, partitions=4, config=off)
+    async with Engine.open(tmp_path, config=off, retention_check_interval_ms=20) as engine:
+        assert open_log_files_under(tmp_path) == []
+        await asyncio.sleep(0.3)  # a few retention ticks
+        assert open_log_files_under(tmp_path) == [], "a retention pass with nothing to do opened every partition"
+        assert len(engine.logs()) == 4
+
+
+async def test_a_clean_close_writes_a_record_the_next_open_cannot_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The record grows with the number of SEGMENTS (every base offset), the checkpoints with the number
+    # of partitions; both are read through _fs._read_small, bounded by MAX_SMALL_FILE_BYTES (64 MiB, "a
+    # checkpoint of ~1M partitions"). A record over the bound makes _scan raise StorageError: the
+    # engine cannot open the directory it closed cleanly, instead of falling back to an eager open
+    # (FORMAT.md §7: "a record that does not parse is logged and the open opens every partition").
+    # The bound is scaled down here so that a few dozen real segments cross it.
+    from engine import _fs
+
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        for i in range(60):
+            await log.append([Record(b"x" * 10)] * 50)
+            await log.roll()
+    record = (tmp_path / ".clean-shutdown").stat().st_size
+    largest_other = max(
+        (tmp_path / "recovery-point-offset-checkpoint").stat().st_size,
+        (tmp_path / "log-start-offset-checkpoint").stat().st_size,
+        (tmp_path / "t-0" / "topic.json").stat().st_size,
+    )
+    assert record > 2 * largest_other
+    monkeypatch.setattr(_fs, "MAX_SMALL_FILE_BYTES", record - 1)  # every other file still fits
+    async with Engine.open(tmp_path) as engine:
+        assert engine.log("t", 0).log_end_offset == 60 * 50
