@@ -74,13 +74,16 @@ def _scan(path: Path, create: bool) -> LogDirListing:
         elif not path.is_dir():
             raise StorageError(f"{path}: no such log directory")
         listing = LogDirListing()
-        described: set[str] = set()  # topics whose topic.json was read
+        dir_names: dict[tuple[str, int], str] = {}
         with os.scandir(path) as entries:
             for entry in entries:
                 name = entry.name
                 if name == CLEAN_SHUTDOWN_FILE:
                     listing.clean_shutdown = True
-                    listing.clean_shutdown_record = _read_small(path / name) or b""
+                    try:
+                        listing.clean_shutdown_record = _read_small(path / name) or b""
+                    except (OSError, StorageError):  # its existence is the marker; the record is a hint
+                        listing.clean_shutdown_record = b""
                 elif name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
                     data = _read_small(path / name)
                     if data is not None:
@@ -89,15 +92,19 @@ def _scan(path: Path, create: bool) -> LogDirListing:
                 elif entry.is_dir(follow_symlinks=False):
                     parsed = parse_partition_dir(name)
                     if parsed is not None:
-                        meta = None
-                        if parsed[0] not in described:
-                            meta = _read_small(path / name / TOPIC_FILE)
-                            if meta is not None:
-                                described.add(parsed[0])
-                        listing.partition_dirs[parsed] = meta
+                        listing.partition_dirs[parsed] = None
+                        dir_names[parsed] = name
                         listing.empty = False
                     elif name.endswith("-delete") and "." in name:
                         listing.deleted_dirs.append(name)
+        # One topic.json per topic, of its lowest partition that has one (they all hold the same).
+        described: set[str] = set()
+        for topic, partition in sorted(listing.partition_dirs):
+            if topic not in described:
+                meta = _read_small(path / dir_names[(topic, partition)] / TOPIC_FILE)
+                if meta is not None:
+                    listing.partition_dirs[(topic, partition)] = meta
+                    described.add(topic)
         return listing
     except OSError as exc:
         raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc

@@ -98,6 +98,7 @@ class ClosedPartition(NamedTuple):
 
     log_end_offset: int
     size_bytes: int  # bytes of its .log files
+    first_largest_timestamp: int  # of its first segment (what retention.ms judges first), as retention sees it
     base_offsets: tuple[int, ...]  # of its segments, ascending
 
 
@@ -106,14 +107,15 @@ def format_clean_shutdown(partitions: Mapping[TopicPartition, ClosedPartition]) 
 
     ::
 
-        1                          <- version
-        2                          <- number of entries
-        orders 0 1234 56789 0,800  <- topic, partition, log end offset, .log bytes, segment base offsets
-        orders 1 0 0 0
+        1                                        <- version
+        2                                        <- number of entries
+        orders 0 1234 56789 1700000000000 0,800  <- topic, partition, log end offset, .log bytes,
+        orders 1 0 0 1700000000000 0                first segment's largest timestamp, base offsets
     """
     lines = [str(CLEAN_SHUTDOWN_VERSION), str(len(partitions))]
     lines += [
-        f"{topic} {partition} {p.log_end_offset} {p.size_bytes} {','.join(map(str, p.base_offsets))}"
+        f"{topic} {partition} {p.log_end_offset} {p.size_bytes} {p.first_largest_timestamp} "
+        f"{','.join(map(str, p.base_offsets))}"
         for (topic, partition), p in sorted(partitions.items())
     ]
     return ("\n".join(lines) + "\n").encode("ascii")
@@ -144,12 +146,12 @@ def parse_clean_shutdown(data: bytes, *, name: str = ".clean-shutdown") -> dict[
     out: dict[TopicPartition, ClosedPartition] = {}
     for number, line in enumerate(lines[2:], start=3):
         parts = line.split(" ")
-        if len(parts) != 5:
-            raise CorruptionError(f"{name}: line {number} is not 'topic partition end bytes bases': {line!r}")
+        if len(parts) != 6:
+            raise CorruptionError(f"{name}: line {number} is not 'topic partition end bytes timestamp bases': {line!r}")
         try:
             validate_topic(parts[0])
-            partition, end, size = int(parts[1]), int(parts[2]), int(parts[3])
-            bases = tuple(int(b) for b in parts[4].split(","))
+            partition, end, size, largest = int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])
+            bases = tuple(int(b) for b in parts[5].split(","))
         except (ValueError, TypeError) as exc:
             raise CorruptionError(f"{name}: line {number} is malformed: {line!r}") from exc
         if (
@@ -158,5 +160,5 @@ def parse_clean_shutdown(data: bytes, *, name: str = ".clean-shutdown") -> dict[
             or end < bases[-1]
         ):
             raise CorruptionError(f"{name}: line {number} cannot describe a partition: {line!r}")
-        out[(parts[0], partition)] = ClosedPartition(end, size, bases)
+        out[(parts[0], partition)] = ClosedPartition(end, size, largest, bases)
     return out

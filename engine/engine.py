@@ -331,7 +331,8 @@ class Engine:
         loads: list[tuple[_Topic, int]] = []
         done = 0
         for (topic, partition), meta_bytes in partitions:
-            meta = self._parse_topic_file(topic, partition, meta_bytes)
+            # A topic.json was parsed (and any problem logged) by the loop above.
+            meta = self._parse_topic_file(topic, partition, None if topic in self._topics else meta_bytes)
             topic_state = self._topics.setdefault(topic, meta)
             record = closed.get((topic, partition))
             if record is None:
@@ -538,7 +539,8 @@ class Engine:
         recovered segment still to be fsynced (an index file was missing or the
         active segment did not parse to its end) and whether any was recovered.
         """
-        topic = self._topics[plog.topic]
+        # Not from self._topics: a delete_topic pops the topic before it closes the partitions.
+        topic = _Topic(plog.topic, plog.partition + 1, {}, plog.config)
         now_ms = _now_ms()
         opened = (await self._open_partitions([(topic, plog.partition)], now_ms, clean=True))[0]
         if isinstance(opened, BaseException):
@@ -934,10 +936,21 @@ class Engine:
         self._check_writable()
         now_ms = _now_ms()
         deleted = 0
+        failed: SeglogError | None = None
         for plog in list(self._logs.values()):
-            deleted += await plog.enforce_retention(now_ms)
+            try:
+                deleted += await plog.enforce_retention(now_ms)
+            except ClosedError:
+                continue  # deleted or closed meanwhile
+            except SeglogError as exc:
+                # One partition whose files fail (e.g. opened for the first time here) must not stop
+                # retention of the others; the first failure is raised after the pass.
+                log.error("%s-%d: retention failed: %s", plog.topic, plog.partition, exc)
+                failed = failed or exc
         if deleted:
             await self._checkpoint_log_start_offsets()
+        if failed is not None:
+            raise failed
         return deleted
 
     async def flush(self) -> None:
@@ -1080,11 +1093,12 @@ class Engine:
             try:
                 await self._write_checkpoints()
                 if clean:
-                    record = {
-                        key: ClosedPartition(plog.log_end_offset, plog.size_bytes, tuple(plog.segment_base_offsets()))
-                        for key, plog in self._logs.items()
-                    }
-                    await _fs.atomic_write(self.path / CLEAN_SHUTDOWN_FILE, format_clean_shutdown(record))
+                    record = format_clean_shutdown(
+                        {key: p._closed_as for key, p in self._logs.items() if p._closed_as is not None}
+                    )
+                    if len(record) > _fs.MAX_SMALL_FILE_BYTES:  # the next open could not read it
+                        record = b""  # a marker without a record: the next open opens every partition
+                    await _fs.atomic_write(self.path / CLEAN_SHUTDOWN_FILE, record)
             finally:
                 if self._lock_handle is not None:
                     await self._lock_handle.release()

@@ -1455,7 +1455,10 @@ def plan_recovery(
     holding the checkpointed recovery point (0 when the checkpoint is missing or
     unreadable) to the end is recovered. Recovering a segment scans it, cuts it
     after its last valid batch and rebuilds its indexes; when a segment after
-    the recovery point is cut, the segments after it are deleted.
+    the recovery point is cut, the segments after it are deleted. After a clean
+    shutdown whose marker holds a record, the engine does the clean-up and the
+    rebuild of missing indexes of a partition at that partition's first use
+    rather than at open (docs/OPERATIONS.md §3); the plan is the same.
 
     Raises:
         StorageError: the directory is missing or unreadable.

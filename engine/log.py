@@ -24,6 +24,7 @@ Must not import: ``tools``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import warnings
@@ -186,6 +187,7 @@ class PartitionLog:
         # The first call that needs the files opens them (_open); the properties answer from it.
         self._unopened = unopened
         self._opening: asyncio.Task[None] | None = None
+        self._closed_as: ClosedPartition | None = None  # what a clean close records (set by close)
         self._log_start_offset = log_start_offset
         self._log_end_offset = log_end_offset
         self._recovery_point = recovery_point
@@ -276,25 +278,35 @@ class PartitionLog:
             task = self._opening = asyncio.get_running_loop().create_task(
                 self._open_files(), name=f"seglog-open-{self.topic}-{self.partition}"
             )
-        try:
-            await asyncio.shield(task)
-        finally:
-            if task.done():
-                if self._opening is task and (task.cancelled() or task.exception() is not None):
-                    self._opening = None
-                if not task.cancelled():
-                    task.exception()  # retrieved: it was raised to the callers
+            task.add_done_callback(self._opened)
+        await asyncio.shield(task)
+
+    def _opened(self, task: asyncio.Task[None]) -> None:
+        # A failed (or cancelled) open is forgotten, even when every caller waiting on it was
+        # cancelled before it failed: the next call tries again instead of getting the old error.
+        if (task.cancelled() or task.exception() is not None) and self._opening is task:
+            self._opening = None
 
     async def _open_files(self) -> None:
         record = self._unopened
         if record is None:
             return
         self._check_open()
+        if self._closing:  # its close (or its topic's deletion) has begun: no files to open for it
+            raise ClosedError(f"{self.topic}-{self.partition} is closing")
         segments, end, first_recovered, recovered = await self._engine._open_unopened(self)
-        if self._closed:  # closed while the files were opening (close waits for this task; belt and braces)
+        try:
+            if recovered:
+                # A rebuilt index (or a recovered active segment) becomes durable before the partition
+                # is usable: no writer or retention pass can touch these segments meanwhile.
+                for segment in segments.values(first_recovered, end):
+                    await segment.flush()
+            self._check_open()  # closed meanwhile (close waits for this task; belt and braces)
+        except BaseException:
             for segment in segments.values():
-                await segment.close()
-            self._check_open()
+                with contextlib.suppress(Exception):
+                    await segment.close()
+            raise
         if end != record.log_end_offset or list(segments.base_offsets()) != list(record.base_offsets):
             log.warning(
                 "%s-%d: the files do not match what the clean close recorded (log end %d, segments %s; recorded "
@@ -307,12 +319,8 @@ class PartitionLog:
         self._segments = segments
         self._log_end_offset = end
         self._log_start_offset = min(max(self._log_start_offset, first.base_offset), end)
-        self._recovery_point = min(self._recovery_point, first_recovered, end)
+        self._recovery_point = min(self._recovery_point, end)
         self._unopened = None
-        if recovered:
-            # A rebuilt index (or a recovered active segment) is durable only after a flush; the
-            # caller may hold the lock, and nothing else touches the files before this returns.
-            await self._flush_locked(end)
 
     # -- append --------------------------------------------------------------------
 
@@ -878,6 +886,8 @@ class PartitionLog:
             OffsetOutOfRangeError: the position fell below the log start offset
                 (retention or ``delete_records_before`` removed it).
         """
+        if self._unopened is not None:
+            await self._open()  # the files' log start and end bound the position
         offset = self._log_start_offset if start_offset is None else start_offset
         while not self._closed:
             if offset < self._log_end_offset:
@@ -921,6 +931,8 @@ class PartitionLog:
         self._check_writable()
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidRecordError(f"offset must be a non-negative int, got {offset!r}")
+        if self._unopened is not None:
+            await self._open()  # the files' log end, not the record's, bounds the new start
         if offset > self._log_end_offset:
             raise OffsetOutOfRangeError(
                 f"{self.topic}-{self.partition}: cannot delete records before {offset}, "
@@ -953,10 +965,35 @@ class PartitionLog:
             retention_bytes=-1 if log_start_only else self.config.retention_bytes,
         )
 
+    def _record_keeps_everything(self, now_ms: int, log_start_only: bool) -> bool:
+        """Whether a partition whose files are unopened provably has nothing to delete now.
+
+        Every retention rule deletes a prefix of the segments, so it deletes
+        nothing when the first segment does not qualify (``plan_retention``'s
+        walk); the record holds what that needs. When in doubt: False (the
+        files are opened and the real plan decides).
+        """
+        record = self._unopened
+        assert record is not None
+        bases = record.base_offsets
+        upper = bases[1] if len(bases) > 1 else record.log_end_offset  # the first segment's next offset
+        if record.log_end_offset < upper or (len(bases) == 1 and record.size_bytes == 0):
+            return True  # the first segment can never be deleted now
+        if upper <= self._log_start_offset:
+            return False
+        if log_start_only:
+            return True
+        config = self.config
+        if config.retention_ms >= 0 and now_ms - record.first_largest_timestamp > config.retention_ms:
+            return False
+        return not (config.retention_bytes >= 0 and record.size_bytes >= config.retention_bytes)
+
     async def enforce_retention(self, now_ms: int, *, log_start_only: bool = False) -> int:
         """Delete what retention allows now; returns the number of segments deleted."""
         if self._closed or self._read_only:
             return 0
+        if self._unopened is not None and self._record_keeps_everything(now_ms, log_start_only):
+            return 0  # the background pass leaves partitions nobody used unopened
         async with self._lock:
             if self.closed:  # re-check after waiting for the lock
                 return 0
@@ -1012,6 +1049,7 @@ class PartitionLog:
                 await asyncio.wait({self._opening})
             if flush and not self._read_only:
                 await self._flush_locked(self._log_end_offset)
+                self._closed_as = await self._closing_record()
             self._closed = True
             for task in list(self._background):
                 task.cancel()
@@ -1034,6 +1072,20 @@ class PartitionLog:
 
             await run_to_completion(in_thread(close_all))
         self._wake_readers()
+
+    async def _closing_record(self) -> ClosedPartition | None:
+        """What the engine's clean-shutdown record says of this partition (None: nothing; open it eagerly)."""
+        if self._unopened is not None:
+            return self._unopened
+        first = self._segments.first_segment
+        if first is None:
+            return None
+        try:
+            largest = await first.largest_timestamp()
+        except SeglogError as exc:
+            log.warning("%s-%d: not recorded for a lazy open: %s", self.topic, self.partition, exc)
+            return None
+        return ClosedPartition(self._log_end_offset, self.size_bytes, largest, tuple(self._segments.base_offsets()))
 
     def _mark_deleted(self) -> None:
         self._deleted = True

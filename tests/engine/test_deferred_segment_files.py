@@ -121,6 +121,8 @@ async def test_a_retention_pass_leaves_sealed_segments_without_descriptors(tmp_p
                 await log.roll()
     async with Engine.open(tmp_path) as engine:
         assert len(open_log_files_under(tmp_path)) == 0  # a clean open: files open on first use
+        for log in engine.logs():  # what a retention pass asks of a partition it opens
+            assert (await log.retention_plan(0)).empty
         assert await engine.enforce_retention() == 0
         assert len(open_log_files_under(tmp_path)) == 2  # the active segments
         assert (await engine.log("t", 0).read(0)).records  # a read still works (and opens that one)

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,8 @@ async def test_the_clean_close_records_each_partition_and_the_open_serves_it_wit
             for log in ro.logs()
         }
     record = clean_record(tmp_path)
+    # The first segment of partition p holds p + 2 records with timestamps 0, 1, ..., p + 1.
+    assert {k: v.first_largest_timestamp for k, v in record.items()} == {("t", p): p + 1 for p in range(PARTITIONS)}
     assert {k: (v.log_end_offset, v.size_bytes, list(v.base_offsets)) for k, v in record.items()} == {
         k: v[1:] for k, v in expected.items()
     }
@@ -164,7 +167,7 @@ async def test_the_files_win_over_a_record_they_do_not_match(tmp_path: Path, cap
     assert data  # (the batch that was cut)
 
 
-@pytest.mark.parametrize("marker", [b"", b"garbage\n", b"1\n1\nt 0 5 10 9,3\n"])
+@pytest.mark.parametrize("marker", [b"", b"garbage\n", b"1\n1\nt 0 5 10 0 9,3\n"])
 async def test_a_marker_without_a_usable_record_opens_everything_at_once(tmp_path: Path, marker: bytes) -> None:
     await fill(tmp_path)
     (tmp_path / ".clean-shutdown").write_bytes(marker)  # seglog < 0.3 wrote an empty one
@@ -203,20 +206,23 @@ asyncio.run(main())
 
 
 def test_the_record_format_round_trips_and_refuses_what_cannot_be_true() -> None:
-    record = {("orders", 0): ClosedPartition(1234, 56789, (0, 800)), ("a.b_c-d", 7): ClosedPartition(0, 0, (0,))}
+    record = {
+        ("orders", 0): ClosedPartition(1234, 56789, 1_700_000_000_000, (0, 800)),
+        ("a.b_c-d", 7): ClosedPartition(0, 0, 5, (0,)),
+    }
     data = format_clean_shutdown(record)
-    assert data == b"1\n2\na.b_c-d 7 0 0 0\norders 0 1234 56789 0,800\n"
+    assert data == b"1\n2\na.b_c-d 7 0 0 5 0\norders 0 1234 56789 1700000000000 0,800\n"
     assert parse_clean_shutdown(data) == record
     assert parse_clean_shutdown(b"") == {}
     for bad in (
-        b"0\n1\nt 0 1 1 0\n",  # another version
-        b"1\n2\nt 0 1 1 0\n",  # count
-        b"1\n1\nt 0 1 1\n",  # a field missing
-        b"1\n1\nt 0 1 1 \n",  # no segment
-        b"1\n1\nt 0 9 1 5,5\n",  # bases not ascending
-        b"1\n1\nt 0 4 1 0,5\n",  # the log ends before its last segment starts
-        b"1\n1\nt 0 -1 1 0\n",  # negative
-        b"1\n1\n../x 0 1 1 0\n",  # not a topic name
+        b"0\n1\nt 0 1 1 0 0\n",  # another version
+        b"1\n2\nt 0 1 1 0 0\n",  # count
+        b"1\n1\nt 0 1 1 0\n",  # a field missing
+        b"1\n1\nt 0 1 1 0 \n",  # no segment
+        b"1\n1\nt 0 9 1 0 5,5\n",  # bases not ascending
+        b"1\n1\nt 0 4 1 0 0,5\n",  # the log ends before its last segment starts
+        b"1\n1\nt 0 -1 1 0 0\n",  # negative
+        b"1\n1\n../x 0 1 1 0 0\n",  # not a topic name
         b"\xff",
     ):
         with pytest.raises(errors.CorruptionError):
@@ -232,3 +238,24 @@ async def test_a_clean_open_of_many_partitions_opens_no_file(tmp_path: Path) -> 
     async with Engine.open(tmp_path) as engine:
         assert len(os.listdir("/proc/self/fd")) - fds_before <= 2  # the lock file (and nothing per partition)
         assert sum(log.log_end_offset for log in engine.logs()) == len(range(0, 200, 7))
+
+
+async def test_retention_opens_only_partitions_that_may_have_something_to_delete(tmp_path: Path) -> None:
+    # retention.ms (7 days by default) is judged on the first segment's largest timestamp, which the
+    # record holds: a pass over fresh partitions opens none of them; an expired one is opened and cut.
+    now = int(time.time() * 1000)
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("fresh", partitions=3)
+        await engine.create_topic("old", partitions=1, config={"retention.ms": 60_000})
+        for topic, partitions, ts in (("fresh", 3, now), ("old", 1, now - 3_600_000)):
+            for p in range(partitions):
+                log = engine.log(topic, p)
+                for s in range(3):
+                    await log.append([Record(b"%d" % s, timestamp=ts)])
+                    await log.roll()
+                await log.append([Record(b"last", timestamp=now)])
+    async with Engine.open(tmp_path) as engine:
+        assert await engine.enforce_retention() == 3  # old-0's three expired segments
+        assert {Path(f).parent.name for f in open_log_files_under(tmp_path)} == {"old-0"}
+        assert engine.log("old", 0).log_start_offset == 3
+        assert engine.log("fresh", 1).segment_count == 4
