@@ -536,10 +536,14 @@ class SegmentFile:
 
     # --- writes ------------------------------------------------------------------------------
 
-    async def append(self, buffers: Sequence[Buffer], *, fsync: bool = False) -> int:
+    async def append(
+        self, buffers: Sequence[Buffer], *, fsync: bool = False, then: Callable[[], object] | None = None
+    ) -> int:
         """Write ``buffers`` back to back at the end (one ``pwritev``, plus ``fdatasync`` if asked).
 
-        One executor hop. The logical size grows only after everything (and the
+        One executor hop. ``then`` runs in the same worker thread after a
+        successful write (best effort: its exceptions are ignored), for
+        blocking preparation the caller wants off the event loop. The logical size grows only after everything (and the
         sync) succeeded. On failure the file is cut back to where it ended, so
         from this object's point of view nothing happened. Returns the position
         of the first byte written.
@@ -556,7 +560,7 @@ class SegmentFile:
 
         # Submitted now, not at the caller's next await: the write overlaps whatever the loop does next
         # (the engine encodes the next group meanwhile), and no Task is created on this hot path.
-        job = submit(self._guarded, self._append_sync, buffers, position, fsync)
+        job = submit(self._guarded, self._append_sync, buffers, position, fsync, then)
         try:
             await run_to_completion(job)
         finally:
@@ -565,7 +569,9 @@ class SegmentFile:
                 self._file_length = max(self._file_length, self._size)
         return position
 
-    def _append_sync(self, buffers: Sequence[Buffer], position: int, sync: bool) -> None:
+    def _append_sync(
+        self, buffers: Sequence[Buffer], position: int, sync: bool, then: Callable[[], object] | None = None
+    ) -> None:
         try:
             fd = self._descriptor()
             _pwritev_all(self._ops, fd, buffers, position)
@@ -584,6 +590,9 @@ class SegmentFile:
                 if self._file_length > position:
                     self._ops.fallocate(fd, position, self._file_length - position)  # zeros again
             raise _storage_error("fdatasync" if sync else "write", self._path, exc) from exc
+        if then is not None:
+            with contextlib.suppress(Exception):
+                then()
 
     async def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes (at most the current size); one hop.
