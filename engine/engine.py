@@ -779,7 +779,7 @@ class Engine:
         # Registered before the last fsync: if that fails, the engine still owns (and closes) the files.
         self._logs[(topic.name, partition)] = PartitionLog(
             self, topic.name, partition, directory, topic.config, segments,
-            log_start_offset=0, log_end_offset=0, recovery_point=0, read_only=False,
+            log_start_offset=0, log_end_offset=0, recovery_point=0, read_only=False, active_is_new=True,
         )
         await _fs.fsync_dir(self.path)
 

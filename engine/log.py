@@ -176,6 +176,7 @@ class PartitionLog:
         recovery_point: int,
         read_only: bool,
         unopened: ClosedPartition | None = None,
+        active_is_new: bool = False,
     ) -> None:
         self._engine = engine
         self.topic: Final = topic
@@ -211,7 +212,8 @@ class PartitionLog:
         )
         # A reopened or recovered active segment has trimmed (hence "full") indexes; they are
         # grown back to segment.index.bytes before its first append (Kafka's LogLoader does it at load).
-        self._active_indexes_ready = read_only
+        # (A new segment's index files are created at full size when first needed: nothing to grow.)
+        self._active_indexes_ready = read_only or active_is_new
         self._background: set[asyncio.Task[None]] = set()
 
     # -- properties ------------------------------------------------------------
