@@ -11,7 +11,8 @@ Rules this module enforces:
 * **No blocking file I/O on the event-loop thread.** Each logical operation runs
   as ONE executor hop (``aiofiles.os.wrap``, i.e. ``loop.run_in_executor``; a
   hop costs ~85 µs on uvloop here, a page-cache ``pread`` ~1.3 µs, so one
-  append = one hop however many batches and syscalls it needs). The single
+  append = one hop however many batches and syscalls it needs; appends hop to a
+  pool of their own, see :func:`submit`). The single
   exception is the page-cache fast path of reads: on Linux
   ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes in ~2 µs and
   raises ``BlockingIOError`` instead of waiting for the disk; then the read is
@@ -28,6 +29,7 @@ Must not import: ``engine`` or ``tools``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import os
@@ -116,15 +118,70 @@ async def run_to_completion(aw: Awaitable[_T]) -> _T:
     raise asyncio.CancelledError
 
 
-def submit(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> asyncio.Future[_T]:
-    """Start ``fn(*args, **kwargs)`` in the default executor at once; returns its future.
+class _AppendThreads:
+    """The threads appends run in: a pool of their own, made per process (fork-safe), bridged leanly.
 
-    The same hop as :func:`in_thread` (aiofiles' ``wrap`` is exactly
-    ``loop.run_in_executor``), but the job is queued before the caller's next
-    ``await`` and the caller holds the future, so the bookkeeping of an append
-    can follow the job's outcome even when the caller is cancelled.
+    Appends do not go through ``loop.run_in_executor``: the default executor is
+    shared with every other hop (reads, index loads, aiofiles), so a sequence of
+    appends landed on whichever of its threads woke; in a pool of their own they
+    keep to one warm thread, and the bridge below skips ``run_in_executor``'s
+    coroutine-function checks and ``wrap_future``'s chaining. Measured on 1 MiB
+    appends (same process, alternating): the hop to the thread 40-80 -> 29-32 µs,
+    back 28-72 -> 25-26 µs; `seglog bench` 1 KiB produce / raw 0.78-0.79 -> 0.80-0.82.
     """
-    return asyncio.get_running_loop().run_in_executor(None, partial(fn, *args, **kwargs))
+
+    def __init__(self) -> None:
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            # A forked child (Spark's Python workers are forked) has none of the parent's threads.
+            os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._pool = None
+        self._lock = threading.Lock()
+
+    def pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                pool = self._pool
+                if pool is None:
+                    pool = self._pool = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="seglog-append"
+                    )
+        return pool
+
+
+_APPEND_THREADS: Final = _AppendThreads()
+
+
+def _deliver(done: concurrent.futures.Future[_T], future: asyncio.Future[_T]) -> None:
+    if future.cancelled():
+        return
+    exc = done.exception()
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(done.result())
+
+
+def submit(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> asyncio.Future[_T]:
+    """Start ``fn(*args, **kwargs)`` in an append thread at once; returns its future (see ``_AppendThreads``).
+
+    The job is queued before the caller's next ``await`` and the caller holds
+    the future, so the bookkeeping of an append can follow the job's outcome
+    even when the caller is cancelled (the job runs to its end regardless).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[_T] = loop.create_future()
+
+    def done(job: concurrent.futures.Future[_T]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile: nobody is waiting
+            loop.call_soon_threadsafe(_deliver, job, future)
+
+    _APPEND_THREADS.pool().submit(fn, *args, **kwargs).add_done_callback(done)
+    return future
 
 
 class FileOps:
