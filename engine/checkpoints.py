@@ -47,6 +47,29 @@ MAX_CHECKPOINT_ENTRIES: Final = 10_000_000  # bound before allocating anything f
 TopicPartition = tuple[str, int]
 
 
+def _entry_lines(data: bytes, name: str, version: int) -> list[tuple[int, str]]:
+    """The entry lines (with their 1-based line numbers) of a version + count + entries text file.
+
+    Raises:
+        CorruptionError: not ASCII, another version, or a count that does not match the lines.
+    """
+    try:
+        lines = data.decode("ascii").splitlines()
+    except UnicodeDecodeError as exc:
+        raise CorruptionError(f"{name}: not ASCII text") from exc
+    if len(lines) < 2:
+        raise CorruptionError(f"{name}: expected a version and a count, got {len(lines)} line(s)")
+    if lines[0].strip() != str(version):
+        raise CorruptionError(f"{name}: unsupported version {lines[0].strip()!r} (expected {version})")
+    try:
+        count = int(lines[1])
+    except ValueError as exc:
+        raise CorruptionError(f"{name}: entry count {lines[1]!r} is not a number") from exc
+    if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or count != len(lines) - 2:
+        raise CorruptionError(f"{name}: header says {count} entries but the file has {len(lines) - 2}")
+    return list(enumerate(lines[2:], start=3))
+
+
 def format_checkpoint(offsets: Mapping[TopicPartition, int]) -> bytes:
     """The checkpoint file's bytes for ``offsets`` (sorted, for stable diffs)."""
     lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
@@ -61,23 +84,8 @@ def parse_checkpoint(data: bytes, *, name: str = "checkpoint") -> dict[TopicPart
         CorruptionError: wrong version, a count that does not match the lines,
             a malformed line, a bad topic name or a negative offset.
     """
-    try:
-        text = data.decode("ascii")
-    except UnicodeDecodeError as exc:
-        raise CorruptionError(f"{name}: not ASCII text") from exc
-    lines = text.splitlines()
-    if len(lines) < 2:
-        raise CorruptionError(f"{name}: expected a version and a count, got {len(lines)} line(s)")
-    if lines[0].strip() != str(CHECKPOINT_VERSION):
-        raise CorruptionError(f"{name}: unsupported version {lines[0].strip()!r} (expected {CHECKPOINT_VERSION})")
-    try:
-        count = int(lines[1])
-    except ValueError as exc:
-        raise CorruptionError(f"{name}: entry count {lines[1]!r} is not a number") from exc
-    if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or count != len(lines) - 2:
-        raise CorruptionError(f"{name}: header says {count} entries but the file has {len(lines) - 2}")
     out: dict[TopicPartition, int] = {}
-    for number, line in enumerate(lines[2:], start=3):
+    for number, line in _entry_lines(data, name, CHECKPOINT_VERSION):
         parts = line.split(" ")
         if len(parts) != 3:
             raise CorruptionError(f"{name}: line {number} is not 'topic partition offset': {line!r}")
@@ -131,20 +139,8 @@ def parse_clean_shutdown(data: bytes, *, name: str = ".clean-shutdown") -> dict[
     """
     if not data:
         return {}
-    try:
-        lines = data.decode("ascii").splitlines()
-    except UnicodeDecodeError as exc:
-        raise CorruptionError(f"{name}: not ASCII text") from exc
-    if len(lines) < 2 or lines[0].strip() != str(CLEAN_SHUTDOWN_VERSION):
-        raise CorruptionError(f"{name}: not a version {CLEAN_SHUTDOWN_VERSION} clean-shutdown record")
-    try:
-        count = int(lines[1])
-    except ValueError as exc:
-        raise CorruptionError(f"{name}: entry count {lines[1]!r} is not a number") from exc
-    if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or count != len(lines) - 2:
-        raise CorruptionError(f"{name}: header says {count} entries but the file has {len(lines) - 2}")
     out: dict[TopicPartition, ClosedPartition] = {}
-    for number, line in enumerate(lines[2:], start=3):
+    for number, line in _entry_lines(data, name, CLEAN_SHUTDOWN_VERSION):
         parts = line.split(" ")
         if len(parts) != 6:
             raise CorruptionError(f"{name}: line {number} is not 'topic partition end bytes timestamp bases': {line!r}")
