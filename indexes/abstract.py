@@ -172,9 +172,10 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
     ``bisect`` over a native array (``bench/bench_indexes.py``;
     ``docs/INDEXES.md`` has the figures).
 
-    Concurrency: every method takes one lock (``threading.RLock``), so an index
-    may be used from several threads (the event loop and executor threads);
-    a lookup holds it for ~1.5 µs (1M entries), so sharing it costs little. The
+    Concurrency: every method takes one lock (``threading.RLock``; ``prepare_ahead``
+    holds it during its ``pwrite``), so an index may be used from several threads
+    (the event loop and executor threads); a lookup holds it for ~1.5 µs (1M
+    entries), so sharing it costs little. The
     mirror is only built, read and changed under that lock. Use after
     :meth:`close` raises :class:`ClosedError`; ``close`` is idempotent.
     Mutating a read-only index raises :class:`ReadOnlyIndexError`.
@@ -206,7 +207,6 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         self._mm: mmap.mmap | bytes = b""
         # Bytes of the current mapping's file known to be written (not a hole): see prepare_ahead.
         self._prepared = 0
-        self._generation = 0  # counts mappings: a prepare_ahead of an older one is void
         self._closed = True  # until the mapping exists, __del__ has nothing to report
         self._path = Path(path)
         self._base_offset = base_offset
@@ -562,21 +562,22 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             self._mm.close()
         self._mm = b""
         self._prepared = 0
-        self._generation += 1
 
     def prepare_ahead(self) -> None:
         """Write zeros over the unused slots just after the last entry, unless done already; blocking.
 
         A preallocated index is a sparse file, and the first write into a hole
-        of a mapped file makes ext4 reserve a block in its page fault: 1-3 ms
-        measured on this kind of machine, on whichever thread writes the entry
-        (the event loop, for an append), again after every writeback. Bytes
-        written with ``pwrite`` beforehand (from the append's worker thread,
-        the GIL released) leave the mapped entry writes at ~1 µs. Only slots
-        at or after ``entries`` are written (unused: zeros by the index's
-        rules); appends are serialised with the caller, so none races this.
-        Does nothing for a read-only or unmapped index; best effort (an error
-        is the next entry write's to meet).
+        of a mapped file makes ext4 reserve a block in its page fault: 1.7-4.7
+        ms measured on this kind of machine, on whichever thread writes the
+        entry (the event loop, for an append), again after a writeback. Bytes
+        written with ``pwrite`` beforehand (from the append's worker thread)
+        leave the mapped entry writes at ~10-30 µs. The write is done under the
+        index's lock, within the mapped length and only over slots at or after
+        ``entries`` (unused: their content is never read), so no entry is
+        overwritten and the file never grows, whatever else uses the index
+        meanwhile; a lookup waiting for the lock waits for one ``pwrite`` of at
+        most 64 KiB. Does nothing to a read-only, closed or trimmed index.
+        Best effort: an ``OSError`` is left for the next entry write to meet.
         """
         with self._lock:
             if self._closed or not self._writable or not isinstance(self._mm, mmap.mmap):
@@ -586,20 +587,17 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
                 return
             start = max(start, self._prepared)
             end = min(self._length, start + PREPARE_AHEAD_BYTES)
-            path, generation = self._path, self._generation
-        if end <= start:
-            return
-        try:
-            fd = os.open(path, os.O_WRONLY)
+            if end <= start:
+                return
             try:
-                os.pwrite(fd, _ZEROS[: end - start], start)
-            finally:
-                os.close(fd)
-        except OSError:
-            return
-        with self._lock:
-            if self._generation == generation:
-                self._prepared = max(self._prepared, end)
+                fd = os.open(self._path, os.O_WRONLY)
+                try:
+                    os.pwrite(fd, _ZEROS[: end - start], start)
+                finally:
+                    os.close(fd)
+            except OSError:
+                return
+            self._prepared = end
 
     def delete(self) -> bool:
         """Unmap and delete the file; returns whether it existed. The index is closed after.

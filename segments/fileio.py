@@ -9,10 +9,10 @@ preallocation.
 Rules this module enforces:
 
 * **No blocking file I/O on the event-loop thread.** Each logical operation runs
-  as ONE executor hop (``aiofiles.os.wrap``, i.e. ``loop.run_in_executor``; a
+  as ONE executor hop (``aiofiles.os.wrap``, i.e. ``loop.run_in_executor``, or
+  for appends the same hop to a pool of their own, :func:`submit`; a
   hop costs ~85 µs on uvloop here, a page-cache ``pread`` ~1.3 µs, so one
-  append = one hop however many batches and syscalls it needs; appends hop to a
-  pool of their own, see :func:`submit`). The single
+  append = one hop however many batches and syscalls it needs). The single
   exception is the page-cache fast path of reads: on Linux
   ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes in ~2 µs and
   raises ``BlockingIOError`` instead of waiting for the disk; then the read is
@@ -158,6 +158,9 @@ _APPEND_THREADS: Final = _AppendThreads()
 
 def _deliver(done: concurrent.futures.Future[_T], future: asyncio.Future[_T]) -> None:
     if future.cancelled():
+        return
+    if done.cancelled():  # the pool was shut down with its queued jobs cancelled
+        future.cancel()
         return
     exc = done.exception()
     if exc is not None:
@@ -599,8 +602,9 @@ class SegmentFile:
         """Write ``buffers`` back to back at the end (one ``pwritev``, plus ``fdatasync`` if asked).
 
         One executor hop. ``then`` runs in the same worker thread after a
-        successful write (best effort: its exceptions are ignored), for
-        blocking preparation the caller wants off the event loop. The logical size grows only after everything (and the
+        successful write (best effort: whatever it raises is ignored, the
+        append succeeded), for blocking preparation the caller wants off the
+        event loop. The logical size grows only after everything (and the
         sync) succeeded. On failure the file is cut back to where it ended, so
         from this object's point of view nothing happened. Returns the position
         of the first byte written.
@@ -648,7 +652,9 @@ class SegmentFile:
                     self._ops.fallocate(fd, position, self._file_length - position)  # zeros again
             raise _storage_error("fdatasync" if sync else "write", self._path, exc) from exc
         if then is not None:
-            with contextlib.suppress(Exception):
+            # Best effort, and the bytes are written: nothing raised here may turn this append into
+            # a failure (its bytes would stay in the file, unaccounted for).
+            with contextlib.suppress(BaseException):
                 then()
 
     async def truncate(self, size: int) -> None:

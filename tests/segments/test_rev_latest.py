@@ -1,0 +1,211 @@
+"""Regression tests from the review of 8f67138 (prepare_ahead) and a2bf9a4 (append thread pool).
+
+Each failed on the reviewed code: prepare_ahead wrote outside the index lock from a snapshot, and a
+BaseException from an append's follow-up work failed an append whose bytes were already written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from seghelpers import batch
+
+from indexes import OffsetIndex, abstract
+from indexes.abstract import AbstractIndex
+from indexes.errors import ClosedError
+from segments.segment import LogSegment
+
+
+class _GatedOs:
+    """Stands in for ``os`` inside indexes.abstract: prepare_ahead's pwrite waits for ``go``.
+
+    Models the worker thread being descheduled (or the pwrite being slow: it allocates blocks)
+    just before its pwrite, while another thread changes the index.
+    """
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def pwrite(self, fd: int, data: bytes, position: int) -> int:
+        self.entered.set()
+        assert self.go.wait(10)
+        return os.pwrite(fd, data, position)
+
+
+def _prepare_in_thread(index: AbstractIndex[Any], monkeypatch: pytest.MonkeyPatch) -> tuple[_GatedOs, threading.Thread]:
+    gated = _GatedOs()
+    monkeypatch.setattr(abstract, "os", gated)
+    worker = threading.Thread(target=index.prepare_ahead)
+    worker.start()
+    assert gated.entered.wait(10)  # the snapshot (start, end) is taken; the pwrite has not happened yet
+    return gated, worker
+
+
+def test_prepare_ahead_zeroes_entries_of_a_rebuild_that_ran_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The index claims thread safety (one RLock per method), but prepare_ahead writes outside the lock
+    # from a snapshot. A rebuild (reset() keeps the length, so no remap and no new generation) that
+    # re-adds entries meanwhile - the read path's first-load check does exactly this in another
+    # executor thread - gets every entry at or after the snapshot's start overwritten with zeros.
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=1 << 20)
+    try:
+        for i in range(10):
+            index.append(i, i * 100)
+        gated, worker = _prepare_in_thread(index, monkeypatch)
+
+        def rebuild() -> None:
+            index.reset()  # rebuild: same length, same mapping
+            for i in range(20):
+                index.append(i, i * 100)
+
+        other = threading.Thread(target=rebuild)
+        other.start()
+        other.join(0.2)  # the rebuild happens now, or waits for the index lock the pending pwrite holds
+        gated.go.set()
+        worker.join(10)
+        other.join(10)
+        assert [index.entry(n).offset for n in range(20)] == list(range(20))
+    finally:
+        index.close()
+
+
+def test_prepare_ahead_regrows_an_index_trimmed_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The generation check only voids `_prepared`; the pwrite computed before the trim (roll or
+    # close) still lands past the new end of file and extends it with 64 KiB of zeros. Reopened,
+    # an existing index is taken as full of valid entries (Kafka's rule): 8,000+ zero "entries".
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, max_index_size=1 << 20)
+    for i in range(10):
+        index.append(i, i * 100)
+    gated, worker = _prepare_in_thread(index, monkeypatch)
+    other = threading.Thread(target=index.close)  # trims to the 10 entries (what roll / close do)
+    other.start()
+    other.join(0.2)  # the trim happens now, or waits for the index lock the pending pwrite holds
+    gated.go.set()
+    worker.join(10)
+    other.join(10)
+    assert path.stat().st_size == 10 * index.entry_size
+    reopened = OffsetIndex(path, 0)
+    try:
+        assert reopened.entries == 10
+    finally:
+        reopened.close()
+
+
+class _Abort(BaseException):
+    """A BaseException that is neither KeyboardInterrupt nor SystemExit (asyncio passes it on normally)."""
+
+
+async def test_a_base_exception_in_the_follow_up_work_does_not_fail_a_written_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A BaseException raised by the follow-up work (`then`) comes after the pwritev (and fdatasync)
+    # succeeded. It used to fail the append while its bytes stayed in the .log (nothing cuts them
+    # back on that path), so a "failed" append came back after a reopen. The follow-up is best
+    # effort: the append succeeds and is accounted for.
+    async def open_segment(existing: bool) -> LogSegment:
+        return await LogSegment.open(
+            tmp_path, 0, max_index_size=1000, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0,
+            file_already_exists=existing,
+        )
+
+    segment = await open_segment(False)
+    try:
+        await segment.append([batch(0, "a")])
+        await segment.append([batch(1, "b")])  # an index entry is due: the indexes load, prepare runs
+        size = segment.size
+
+        def abort(self: AbstractIndex[Any]) -> None:
+            raise _Abort
+
+        monkeypatch.setattr(AbstractIndex, "prepare_ahead", abort)
+        await segment.append([batch(2, "written")])
+        assert segment.size > size
+        size = segment.size
+    finally:
+        await segment.close()
+    monkeypatch.undo()
+    reopened = await open_segment(True)
+    try:
+        assert reopened.size == size
+        assert await reopened.read_next_offset() == 3
+    finally:
+        await reopened.close()
+
+
+async def test_engine_an_append_whose_follow_up_work_fails_is_acknowledged_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same through the engine: the writer used to hand the BaseException to the caller (the
+    # append "failed", the log end stayed) while the record was in the file and came back after a
+    # reopen. Now the append is acknowledged, and kept.
+    from engine import Engine, Record
+
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await log.append([Record(b"x" * 5000)])
+        await log.append([Record(b"y" * 5000)])  # an index entry is due: indexes loaded, prepare runs
+
+        def abort(self: AbstractIndex[Any]) -> None:
+            raise _Abort
+
+        monkeypatch.setattr(AbstractIndex, "prepare_ahead", abort)
+        assert (await log.append([Record(b"kept")])).first_offset == 2
+        assert log.log_end_offset == 3
+        monkeypatch.undo()
+    async with Engine.open(tmp_path) as engine:
+        log = engine.log("t", 0)
+        assert [r.value for r in (await log.read(2)).records] == [b"kept"]
+        assert log.log_end_offset == 3
+
+
+async def test_segment_close_during_an_append_leaves_a_zero_tail_on_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LogSegment.close() while an append is in flight: close_in_thread trims both indexes while the
+    # append's follow-up (prepare_ahead) is about to pwrite. It used to pwrite from a pre-trim
+    # snapshot outside the lock: the closed .index grew back to 64 KiB, and reopened, its zero tail
+    # was taken for 8,192 entries. Now the pwrite holds the index lock, so the trim comes after it.
+    import asyncio
+
+    segment = await LogSegment.open(
+        tmp_path, 0, max_index_size=1 << 20, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0
+    )
+    try:
+        await segment.append([batch(0, "a")])
+        await segment.append([batch(1, "b")])  # indexes loaded; prepare covers the first 64 KiB
+        await segment.append([batch(2, "c")])
+        # As when the entries have used up half of the prepared span: the next append prepares again.
+        segment._offset_index.get()._prepared = segment._time_index.get()._prepared = 0
+        offset = await segment.read_next_offset()
+        gated = _GatedOs()
+        monkeypatch.setattr(abstract, "os", gated)
+        append = asyncio.ensure_future(segment.append([batch(offset, "e")]))
+        assert await asyncio.to_thread(gated.entered.wait, 10)
+        closing = asyncio.ensure_future(segment.close())
+        await asyncio.sleep(0.3)  # close_in_thread has trimmed the indexes and waits for the append
+        gated.go.set()
+        with contextlib.suppress(ClosedError):  # its index entries meet the closed index
+            await append
+        await closing
+    finally:
+        monkeypatch.undo()
+        await segment.close()
+    index_path = tmp_path / "00000000000000000000.index"
+    assert index_path.stat().st_size % 8 == 0
+    entries = OffsetIndex(index_path, 0)
+    try:
+        assert entries.entry(entries.entries - 1).offset > 0, "trailing zero entries after a clean close"
+    finally:
+        entries.close()
