@@ -805,10 +805,13 @@ class Engine:
         state = self._topics.pop(topic, None)
         if state is None:
             return
+        for partition in range(state.partitions):  # all of them first: their closes take turns below
+            plog = self._logs.get((topic, partition))
+            if plog is not None:
+                plog._mark_deleted()
         for partition in range(state.partitions):
             plog = self._logs.pop((topic, partition), None)
             if plog is not None:
-                plog._mark_deleted()
                 await plog.close()
             source = self.path / partition_dir_name(topic, partition)
             target = self.path / f"{source.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"

@@ -295,7 +295,8 @@ class PartitionLog:
             return
         self._check_open()
         if self._closing:  # its close (or its topic's deletion) has begun: no files to open for it
-            raise ClosedError(f"{self.topic}-{self.partition} is closing")
+            what = "is being deleted" if self._deleted else "is closing"
+            raise ClosedError(f"{self.topic}-{self.partition} {what}")
         segments, end, first_recovered, recovered = await self._engine._open_unopened(self)
         try:
             if recovered:
@@ -1090,7 +1091,10 @@ class PartitionLog:
         return ClosedPartition(self._log_end_offset, self.size_bytes, largest, tuple(self._segments.base_offsets()))
 
     def _mark_deleted(self) -> None:
+        # Its topic is being deleted: appends and opening its files are refused from now on, before
+        # the partitions are closed one by one.
         self._deleted = True
+        self._closing = True
 
     def _check_open(self) -> None:
         if self._closed:
