@@ -70,6 +70,10 @@ class LazyIndex(Generic[IndexT]):
         """Whether :meth:`get` has opened the index."""
         return self._index is not None
 
+    def peek(self) -> IndexT | None:
+        """The index if :meth:`get` has opened it, else ``None`` (opens nothing): one call for hot paths."""
+        return self._index
+
     def get(self) -> IndexT:
         """The index, opening (and creating) its file on the first call.
 

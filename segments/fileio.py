@@ -842,7 +842,12 @@ class SegmentFile:
         return max(0, min(size, self._size - position))
 
     def _pread_nowait(self, position: int, size: int) -> bytes | bytearray:
-        size = self._clamp(position, size)
+        # _clamp, inlined: this is a point read's one file access (~0.1 us of ~8).
+        if position < 0 or size < 0:
+            raise ValueError(f"{self._name}: negative read position {position} or size {size}")
+        available = self._size - position
+        if size > available:
+            size = available if available > 0 else 0
         if size == 0:
             return b""
         fd = self._fd

@@ -1126,10 +1126,10 @@ class LogSegment:
         # batch only, so nothing is read when max_bytes says the read would take more than its span.
         if self._closed or not (self._indexes_checked and self._trust_indexes) or max_bytes < 0:
             return None
-        lazy = self._offset_index
-        if not lazy.is_loaded:
+        index = self._offset_index.peek()
+        if index is None:
             return None
-        span = lazy.get().ceiling_span(start_offset)
+        span = index.ceiling_span(start_offset)
         end = self._log.size
         if span is None or span[0] >= end:
             return None
@@ -1137,7 +1137,10 @@ class LogSegment:
         size = spacing or _READ_WINDOW
         if one_batch and max_bytes > size:
             return None  # a fetch of more than this batch: read_cached reads it, once
-        window = self._log.read_cached(position, min(max(size, max_bytes), end - position))
+        want = size if size >= max_bytes else max_bytes  # min(max(...)) inlined: ~0.2 us of a point read
+        if want > end - position:  # noqa: PLR1730 -- no min() call on this path
+            want = end - position
+        window = self._log.read_cached(position, want)
         if window is None or len(window) < HEADER_SIZE:
             return None
         return position, window
@@ -1165,7 +1168,9 @@ class LogSegment:
         position, window = placed
         base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
         first_size = LOG_OVERHEAD + batch_length
-        limit = self._log.size if max_position is None else min(max_position, self._log.size)
+        limit = self._log.size
+        if max_position is not None and max_position < limit:
+            limit = max_position
         if (
             not base_offset <= start_offset <= base_offset + last_offset_delta
             or max_bytes > first_size
