@@ -25,8 +25,10 @@ def test_file_is_created_by_the_first_get(tmp_path: Path) -> None:
     path = tmp_path / "0.index"  # LZ-3
     lazy = LazyIndex.for_offset(path, 0, 1000)
     assert not path.exists() and not lazy.is_loaded
-    lazy.get()
+    assert lazy.peek() is None and not path.exists()  # peek opens nothing
+    index = lazy.get()
     assert path.stat().st_size == 1000 and lazy.is_loaded
+    assert lazy.peek() is index
     lazy.close()
 
 
