@@ -734,7 +734,7 @@ class PartitionLog:
                 await self._flush_locked(offset)
 
     async def _flush_locked(self, offset: int) -> None:
-        if offset <= self._recovery_point or self._unopened is not None:  # unopened: nothing written since
+        if offset <= self._recovery_point:
             return
         for segment in self._segments.values(self._recovery_point, offset):
             await segment.flush()
