@@ -59,12 +59,14 @@ from engine.retention import RetentionPlan, SegmentSummary, plan_retention
 from segments.batch import (
     HEADER_SIZE,
     BatchHeader,
+    LateBody,
     TimestampType,
     check_header,
     decode_batch,
     decode_batches,
     decode_first_batch,
     encode_batch_parts,
+    plan_batch_parts,
     read_header,
     rebase_batch,
     verify_crc,
@@ -98,10 +100,15 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _written(body: bytes | LateBody) -> bytes:
+    """The bytes of a body that was written (a LateBody made them in the write's thread)."""
+    return body.materialize() if isinstance(body, LateBody) else body
+
+
 @dataclass(slots=True)
 class _PendingAppend:
     head: bytearray  # the batch's 61-byte header; the writer patches its base offset in
-    body: bytes  # the rest of the batch (never copied: written from here by pwritev)
+    body: bytes | LateBody  # the rest of the batch (never copied: written from here by pwritev)
     header: BatchHeader  # as encoded (base offset 0)
     size: int  # bytes of the whole batch (header.size, kept as a field: it is read several times per append)
     future: asyncio.Future[AppendResult] | None  # None for a merged batch: its members' futures answer
@@ -130,6 +137,13 @@ class _SmallAppend:
 # them (Kafka's producer does the same in its RecordAccumulator). 100 concurrent single-record
 # callers: one batch of 100 records per write instead of 100 batches (~9 -> ~5 us per append).
 SMALL_APPEND_RECORDS: Final = 16
+
+# A batch of at least LATE_BODY_RECORDS records, LATE_BODY_BYTES bytes and LATE_BODY_RECORD_BYTES
+# bytes a record on average is planned on the event loop and its body written by the append's thread
+# (segments.batch.plan_batch_parts); PERFORMANCE.md, "Bodies are written where they are encoded".
+LATE_BODY_RECORDS: Final = 64
+LATE_BODY_BYTES: Final = 256 * 1024
+LATE_BODY_RECORD_BYTES: Final = 512
 _RECORD_OVERHEAD_ESTIMATE: Final = 32  # msgpack framing and timestamp delta per record, rounded up
 
 
@@ -361,7 +375,9 @@ class PartitionLog:
         # is written whole (its result is simply not delivered).
         return await future
 
-    def _encode(self, records: Sequence[Record], now_ms: int | None = None) -> tuple[bytearray, bytes, BatchHeader]:
+    def _encode(
+        self, records: Sequence[Record], now_ms: int | None = None
+    ) -> tuple[bytearray, bytes | LateBody, BatchHeader]:
         given: object = records  # callers may pass anything; check before trusting the annotation
         # A list or tuple of records is the common case; the ABC check (~1 us) only for anything else.
         if given.__class__ is not list and (isinstance(given, (Record, str, bytes)) or not isinstance(given, Sequence)):
@@ -370,13 +386,24 @@ class PartitionLog:
             )
         if not records:
             raise InvalidRecordError("append of an empty batch: pass at least one Record")
-        try:
-            head, body = encode_batch_parts(
-                0, records, timestamp_type=self._timestamp_type, now_ms=_now_ms() if now_ms is None else now_ms,
-                packer=self._packer,
-            )
-        except (TypeError, ValueError) as exc:
-            raise InvalidRecordError(f"{self.topic}-{self.partition}: {exc}") from exc
+        if now_ms is None:
+            now_ms = _now_ms()
+        body: bytes | LateBody
+        if len(records) >= LATE_BODY_RECORDS and (
+            planned := plan_batch_parts(0, records, timestamp_type=self._timestamp_type, now_ms=now_ms)
+        ):
+            # Checked and sized here; the body is written by the append's thread, just before it
+            # writes it to the file (PERFORMANCE.md, "Bodies are written where they are encoded").
+            head, body = planned
+            if len(body) < LATE_BODY_BYTES or len(body) < LATE_BODY_RECORD_BYTES * len(records):
+                body = body.materialize()  # small records: the split costs more than it saves
+        else:
+            try:
+                head, body = encode_batch_parts(
+                    0, records, timestamp_type=self._timestamp_type, now_ms=now_ms, packer=self._packer
+                )
+            except (TypeError, ValueError) as exc:
+                raise InvalidRecordError(f"{self.topic}-{self.partition}: {exc}") from exc
         header = read_header(head)
         self._check_size(header.size)
         return head, body, header
@@ -647,7 +674,7 @@ class PartitionLog:
             (
                 chunk[0].base_offset,
                 self._log_end_offset,
-                b"".join(p for item in chunk for p in (item.head, item.body)),
+                b"".join(p for item in chunk for p in (item.head, _written(item.body))),
                 len(chunk) == 1,
             )
             if size <= TAIL_CACHE_BYTES

@@ -295,28 +295,27 @@ put_headers(unsigned char *p, PyObject *h)
     return p;
 }
 
+/* What the first pass of encode_body learns about valid records. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t count, size;
+    long long now_ms, base_ts, max_ts;
+    int any_headers, with_deltas;
+} BodyPlan;
+
 /*
- * encode_body(records, log_append_time, now_ms) -> (body, base_ts, max_ts) | None
- *
- * The msgpack body batch.encode_batch_parts packs from batch._columns_of
- * ([nil, deltas | nil, keys, values, headers | nil], FORMAT.md 2.2), byte for
- * byte, without building the columns: one pass checks and sizes, one writes
- * into the bytes object returned. None when columns_of would return None, or
- * a length is above msgpack's limits, or a header key is not UTF-8 encodable.
+ * The checking and sizing pass of encode_body: 1 and `plan` filled in when the
+ * records are the valid case, 0 when the Python path must decide (no exception
+ * set either way). `records` must stay alive and unchanged while `plan` is used.
  */
-static PyObject *
-encode_body(PyObject *self, PyObject *args)
+static int
+plan_body(PyObject *records, int log_append, long long now_ms, BodyPlan *plan)
 {
-    PyObject *records;
-    int log_append;
-    long long now_ms;
-    if (!PyArg_ParseTuple(args, "OpL", &records, &log_append, &now_ms))
-        return NULL;
     if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records))
-        Py_RETURN_NONE;
+        return 0;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(records);
     if (count == 0 || count > ITEM_LIMIT || now_ms < 0)
-        Py_RETURN_NONE;
+        return 0;
     PyObject **items = PySequence_Fast_ITEMS(records);
 
     int any_headers = 0, any_ts = 0;
@@ -327,27 +326,27 @@ encode_body(PyObject *self, PyObject *args)
         /* A tuple subclass (Record) is read as its storage; the Python path iterates it
            (zip(*records), unpacking), which only agrees when __iter__ is tuple's own. */
         if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || Py_TYPE(r)->tp_iter != PyTuple_Type.tp_iter)
-            Py_RETURN_NONE;
+            return 0;
         PyObject *v = PyTuple_GET_ITEM(r, 0), *k = PyTuple_GET_ITEM(r, 1);
         if (!is_bin(v) || !is_bin(k))
-            Py_RETURN_NONE;
+            return 0;
         Py_ssize_t vs = bin_or_nil_size(v), ks = bin_or_nil_size(k);
         if (vs < 0 || ks < 0)
-            Py_RETURN_NONE;
+            return 0;
         if (!add_size(&kv_size, vs + ks))
-            Py_RETURN_NONE;
+            return 0;
         PyObject *h = PyTuple_GET_ITEM(r, 3);
         if (PyTuple_CheckExact(h) && PyTuple_GET_SIZE(h) == 0) {
             headers_bytes += 1;
         }
         else {
             if (!headers_ok(h))
-                Py_RETURN_NONE;
+                return 0;
             Py_ssize_t hs = headers_size(h);
             if (hs < 0)
-                Py_RETURN_NONE;
+                return 0;
             if (!add_size(&headers_bytes, hs))
-                Py_RETURN_NONE;
+                return 0;
             any_headers = 1;
         }
         if (log_append)
@@ -357,7 +356,7 @@ encode_body(PyObject *self, PyObject *args)
         if (t == Py_None)
             ts = now_ms;
         else if (!timestamp_of(t, &ts))
-            Py_RETURN_NONE;
+            return 0;
         else
             any_ts = 1;
         if (i == 0) {
@@ -379,19 +378,36 @@ encode_body(PyObject *self, PyObject *args)
     Py_ssize_t column = array_header_size(count);
     Py_ssize_t size = 1 + 1 + (with_deltas ? column + deltas_size : 1) + 2 * column + (any_headers ? column : 1);
     if (!add_size(&size, kv_size) || !add_size(&size, any_headers ? headers_bytes : 0))
-        Py_RETURN_NONE; /* the Python path decides (msgpack runs out of memory) */
+        return 0; /* the Python path decides (msgpack runs out of memory) */
+    plan->items = items;
+    plan->count = count;
+    plan->size = size;
+    plan->now_ms = now_ms;
+    plan->base_ts = base_ts;
+    plan->max_ts = max_ts;
+    plan->any_headers = any_headers;
+    plan->with_deltas = with_deltas;
+    return 1;
+}
+
+/* The writing pass of encode_body: the body `plan` describes, as a new bytes object. */
+static PyObject *
+write_body(const BodyPlan *plan)
+{
+    PyObject **items = plan->items;
+    Py_ssize_t count = plan->count, size = plan->size;
     PyObject *body = PyBytes_FromStringAndSize(NULL, size);
     if (body == NULL)
         return NULL;
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(body);
     *p++ = 0x95; /* the five columns */
     *p++ = 0xc0; /* offset deltas: nil, dense */
-    if (with_deltas) {
+    if (plan->with_deltas) {
         p = put_array_header(p, count);
         for (Py_ssize_t i = 0; i < count; i++) {
             PyObject *t = PyTuple_GET_ITEM(items[i], 2);
-            long long ts = t == Py_None ? now_ms : PyLong_AsLongLong(t); /* checked above */
-            p = put_int(p, ts - base_ts);
+            long long ts = t == Py_None ? plan->now_ms : PyLong_AsLongLong(t); /* checked by plan_body */
+            p = put_int(p, ts - plan->base_ts);
         }
     }
     else {
@@ -403,7 +419,7 @@ encode_body(PyObject *self, PyObject *args)
     p = put_array_header(p, count);
     for (Py_ssize_t i = 0; i < count; i++)
         p = put_bin_or_nil(p, PyTuple_GET_ITEM(items[i], 0));
-    if (any_headers) {
+    if (plan->any_headers) {
         p = put_array_header(p, count);
         for (Py_ssize_t i = 0; i < count; i++)
             p = put_headers(p, PyTuple_GET_ITEM(items[i], 3));
@@ -411,12 +427,139 @@ encode_body(PyObject *self, PyObject *args)
     else {
         *p++ = 0xc0;
     }
-    if (p != (unsigned char *)PyBytes_AS_STRING(body) + size) { /* cannot happen: the sizes above are exact */
+    if (p != (unsigned char *)PyBytes_AS_STRING(body) + size) { /* cannot happen: the sizes are exact */
         Py_DECREF(body);
         PyErr_SetString(PyExc_SystemError, "segments._speedups.encode_body: size mismatch");
         return NULL;
     }
-    return Py_BuildValue("(NLL)", body, base_ts, max_ts);
+    return body;
+}
+
+/*
+ * encode_body(records, log_append_time, now_ms) -> (body, base_ts, max_ts) | None
+ *
+ * The msgpack body batch.encode_batch_parts packs from batch._columns_of
+ * ([nil, deltas | nil, keys, values, headers | nil], FORMAT.md 2.2), byte for
+ * byte, without building the columns: one pass checks and sizes (plan_body),
+ * one writes into the bytes object returned (write_body). None when
+ * columns_of would return None, or a length is above msgpack's limits, or a
+ * header key is not UTF-8 encodable.
+ */
+static PyObject *
+encode_body(PyObject *self, PyObject *args)
+{
+    PyObject *records;
+    int log_append;
+    long long now_ms;
+    if (!PyArg_ParseTuple(args, "OpL", &records, &log_append, &now_ms))
+        return NULL;
+    BodyPlan plan;
+    if (!plan_body(records, log_append, now_ms, &plan))
+        Py_RETURN_NONE;
+    PyObject *body = write_body(&plan);
+    if (body == NULL)
+        return NULL;
+    return Py_BuildValue("(NLL)", body, plan.base_ts, plan.max_ts);
+}
+
+/*
+ * body_plan(records, log_append_time, now_ms) -> Plan | None
+ *
+ * encode_body in two steps: this runs its checking and sizing pass (which
+ * reads the records but not the bytes of their keys and values) and returns
+ * a Plan whose size, base_ts and max_ts are what encode_body would give;
+ * Plan.write() then writes the body, in whichever thread calls it. The engine
+ * plans a large batch on the event loop and writes its body in the thread
+ * that writes it to the file (PERFORMANCE.md "Bodies are written where they
+ * are encoded"). `records` must be an exact tuple: the Plan keeps it, and
+ * everything plan_body accepted in it is immutable (exact tuples, bytes, str
+ * and int), so the sizes stay exact. None when encode_body would return None.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *records; /* the exact tuple planned; NULL once written */
+    BodyPlan plan;
+} PlanObject;
+
+static void
+Plan_dealloc(PlanObject *self)
+{
+    Py_XDECREF(self->records);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+Plan_write(PlanObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->records == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this plan's body was written already");
+        return NULL;
+    }
+    PyObject *body = write_body(&self->plan);
+    if (body != NULL)
+        Py_CLEAR(self->records); /* written once: the records may go */
+    return body;
+}
+
+static PyObject *
+Plan_size(PlanObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->plan.size);
+}
+
+static PyObject *
+Plan_base_ts(PlanObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(self->plan.base_ts);
+}
+
+static PyObject *
+Plan_max_ts(PlanObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(self->plan.max_ts);
+}
+
+static PyMethodDef Plan_methods[] = {
+    {"write", (PyCFunction)Plan_write, METH_NOARGS, "The body (once): what encode_body returns first."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Plan_getset[] = {
+    {"size", (getter)Plan_size, NULL, "The body's size in bytes.", NULL},
+    {"base_ts", (getter)Plan_base_ts, NULL, "The batch's base timestamp.", NULL},
+    {"max_ts", (getter)Plan_max_ts, NULL, "The batch's largest timestamp.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "segments._speedups.Plan",
+    .tp_doc = "A checked and sized batch body, written by write() (see body_plan).",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Plan_dealloc,
+    .tp_methods = Plan_methods,
+    .tp_getset = Plan_getset,
+};
+
+static PyObject *
+body_plan(PyObject *self, PyObject *args)
+{
+    PyObject *records;
+    int log_append;
+    long long now_ms;
+    if (!PyArg_ParseTuple(args, "O!pL", &PyTuple_Type, &records, &log_append, &now_ms))
+        return NULL;
+    BodyPlan plan;
+    if (!plan_body(records, log_append, now_ms, &plan))
+        Py_RETURN_NONE;
+    PlanObject *planned = PyObject_New(PlanObject, &PlanType);
+    if (planned == NULL)
+        return NULL;
+    Py_INCREF(records);
+    planned->records = records;
+    planned->plan = plan; /* plan.items points into `records`, which the Plan keeps */
+    return (PyObject *)planned;
 }
 
 /*
@@ -1271,6 +1414,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"encode_body", encode_body, METH_VARARGS, "The msgpack body of a batch of valid records, or None."},
+    {"body_plan", body_plan, METH_VARARGS, "encode_body's checking pass: a Plan whose write() makes the body, or None."},
     {"range_ok", range_ok, METH_VARARGS, "Whether records lo..hi-1 of checked-length columns pass FORMAT.md 2.3 rule 8."},
     {"arrow_batch", arrow_batch, METH_VARARGS, "The records of a dense batch body as Arrow column buffers, or None."},
     {"build_records", build_records, METH_VARARGS, "The Records of entries lo..hi-1 of checked columns."},
@@ -1289,5 +1433,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    if (PyType_Ready(&PlanType) < 0)
+        return NULL;
     return PyModule_Create(&module);
 }

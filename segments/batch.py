@@ -32,13 +32,16 @@ from functools import partial
 from itertools import compress, islice, repeat
 from operator import add, ge, lt, sub
 from types import ModuleType
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import google_crc32c
 import msgpack
 
 from segments.errors import CorruptRecordError
 from segments.records import Record
+
+if TYPE_CHECKING:
+    from segments._speedups import Plan as _Plan
 
 _fast: ModuleType | None = None
 # The per-record loops in C (segments/_speedups.c); optional, this module is the reference.
@@ -68,8 +71,10 @@ __all__ = [
     "find_timestamp",
     "is_v1_batch",
     "rebase_batch",
+    "LateBody",
     "encode_batch",
     "encode_batch_parts",
+    "plan_batch_parts",
     "read_header",
     "scan_batches",
     "verify_crc",
@@ -276,6 +281,85 @@ def encode_batch_parts(
     head = bytearray(_PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + len(body), NO_PARTITION_LEADER_EPOCH, MAGIC, crc))
     head += crc_header
     return head, body
+
+
+_CRC: Final = struct.Struct(">I")
+
+
+class LateBody:
+    """The body of a planned batch, written by :meth:`materialize` where it is needed (see :func:`plan_batch_parts`).
+
+    ``len()`` is the body's exact size from the moment it is planned. The
+    first :meth:`materialize` writes the body (the C encoder's second pass),
+    sets the CRC-32C in the batch's header and returns the body; later calls
+    return the same bytes. Not thread-safe: one thread materializes it (the
+    append's worker thread).
+    """
+
+    __slots__ = ("_body", "_crc_header", "_head", "_plan", "_size")
+
+    def __init__(self, plan: _Plan, head: bytearray, crc_header: bytes) -> None:
+        self._plan: _Plan | None = plan
+        self._size = plan.size
+        self._head = head
+        self._crc_header = crc_header
+        self._body: bytes | None = None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"LateBody({self._size} bytes, {'planned' if self._body is None else 'materialized'})"
+
+    def materialize(self) -> bytes:
+        """The body (written now if it was not yet), with the CRC-32C set in the batch's header."""
+        body = self._body
+        if body is None:
+            assert self._plan is not None
+            body = self._plan.write()
+            _CRC.pack_into(self._head, CRC_OFFSET, google_crc32c.extend(google_crc32c.value(self._crc_header), body))
+            self._body, self._plan = body, None
+        return body
+
+
+def plan_batch_parts(
+    base_offset: int, records: Sequence[Record], *, timestamp_type: TimestampType, now_ms: int
+) -> tuple[bytearray, LateBody] | None:
+    """:func:`encode_batch_parts` with the body left to be written later: ``(header, body)``, or None.
+
+    Checks and sizes ``records`` as the encoder would (the C module's first
+    pass: it reads the records, not the bytes of their keys and values) and
+    returns the batch's header, exact but for its CRC, and a :class:`LateBody`
+    whose ``materialize()`` writes the body and sets the CRC. The engine plans
+    a large batch on the event loop and materializes it in the thread that
+    writes it to the file, so the ~1 MB body is written where it is encoded
+    (docs/PERFORMANCE.md, "Bodies are written where they are encoded").
+
+    None when the C module is not built, ``records`` is not a list or tuple, or
+    the records are not the plain valid case: :func:`encode_batch_parts` then
+    encodes them (or raises the documented error). The records are copied
+    into a tuple, so a caller changing its list meanwhile changes nothing.
+    """
+    if _fast is None or type(now_ms) is not int or not 0 <= now_ms <= INT64_MAX:
+        return None
+    if type(records) is list:
+        records = tuple(records)
+    elif type(records) is not tuple:
+        return None
+    count = len(records)
+    if count == 0 or type(base_offset) is not int or base_offset < 0 or base_offset + count - 1 > INT64_MAX:
+        return None
+    log_append_time = timestamp_type is TimestampType.LOG_APPEND_TIME
+    plan = _fast.body_plan(records, log_append_time, now_ms)
+    if plan is None or plan.size > INT32_MAX - _BATCH_LENGTH_BASE:  # too large: encode_batch_parts decides
+        return None
+    crc_header = _CRC_RANGE_HEADER.pack(
+        TIMESTAMP_TYPE_BIT if log_append_time else 0, count - 1, plan.base_ts, plan.max_ts,
+        NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count,
+    )
+    head = bytearray(_PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + plan.size, NO_PARTITION_LEADER_EPOCH, MAGIC, 0))
+    head += crc_header
+    return head, LateBody(plan, head, crc_header)
 
 
 _Columns = tuple[

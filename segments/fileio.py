@@ -39,7 +39,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Final, ParamSpec, TypeVar, cast
+from typing import Final, ParamSpec, Protocol, TypeVar, cast
 
 import aiofiles.os
 
@@ -47,6 +47,7 @@ from indexes.errors import ClosedError, StorageError
 
 __all__ = [
     "FileOps",
+    "LateBuffer",
     "PRead",
     "SegmentFile",
     "atomic_write",
@@ -67,6 +68,40 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
 Buffer = bytes | bytearray | memoryview
+
+
+class LateBuffer(Protocol):
+    """A buffer of :meth:`SegmentFile.append` made in the append's worker thread, just before the write.
+
+    ``len()`` is its exact size up front; ``materialize()`` returns the bytes
+    (e.g. :class:`segments.batch.LateBody`, a batch body encoded there, so a
+    large body is written by the thread, and CPU, that wrote it into memory).
+    """
+
+    def __len__(self) -> int: ...
+
+    def materialize(self) -> Buffer: ...
+
+
+_PLAIN_BUFFERS: Final = frozenset((bytes, bytearray, memoryview))
+
+
+def _materialized(buffers: Sequence[Buffer | LateBuffer]) -> Sequence[Buffer]:
+    """``buffers`` with every LateBuffer made; before anything is written, so a failure writes nothing."""
+    if all(type(b) in _PLAIN_BUFFERS for b in buffers):
+        return cast(Sequence[Buffer], buffers)
+    made: list[Buffer] = []
+    for b in buffers:
+        if type(b) in _PLAIN_BUFFERS:
+            made.append(cast(Buffer, b))
+            continue
+        data = cast(LateBuffer, b).materialize()
+        if len(data) != len(b):
+            raise RuntimeError(f"a late buffer promised {len(b)} bytes and made {len(data)}")
+        made.append(data)
+    return made
+
+
 PRead = Callable[[int, int], "bytes | bytearray"]
 """``pread(position, size)``: the bytes at ``position``; fewer only at the file's logical end."""
 
@@ -597,11 +632,13 @@ class SegmentFile:
     # --- writes ------------------------------------------------------------------------------
 
     async def append(
-        self, buffers: Sequence[Buffer], *, fsync: bool = False, then: Callable[[], object] | None = None
+        self, buffers: Sequence[Buffer | LateBuffer], *, fsync: bool = False, then: Callable[[], object] | None = None
     ) -> int:
         """Write ``buffers`` back to back at the end (one ``pwritev``, plus ``fdatasync`` if asked).
 
-        One executor hop. ``then`` runs in the same worker thread after a
+        One executor hop. A :class:`LateBuffer` is materialized in that hop,
+        every one before the first byte is written (if one fails, nothing is
+        written and its error is raised as is). ``then`` runs in the same worker thread after a
         successful write (best effort: whatever it raises is ignored, the
         append succeeded), for blocking preparation the caller wants off the
         event loop. The logical size grows only after everything (and the
@@ -631,11 +668,16 @@ class SegmentFile:
         return position
 
     def _append_sync(
-        self, buffers: Sequence[Buffer], position: int, sync: bool, then: Callable[[], object] | None = None
+        self,
+        buffers: Sequence[Buffer | LateBuffer],
+        position: int,
+        sync: bool,
+        then: Callable[[], object] | None = None,
     ) -> None:
+        data = _materialized(buffers)
         try:
             fd = self._descriptor()
-            _pwritev_all(self._ops, fd, buffers, position)
+            _pwritev_all(self._ops, fd, data, position)
             if sync:
                 self._ops.fdatasync(fd)
         except OSError as exc:

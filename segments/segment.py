@@ -51,7 +51,7 @@ from segments.batch import (
     verify_crc,
 )
 from segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
-from segments.fileio import FileOps, PRead, SegmentFile, fsync_dir, in_thread, remove, run_to_completion
+from segments.fileio import FileOps, LateBuffer, PRead, SegmentFile, fsync_dir, in_thread, remove, run_to_completion
 from segments.records import Record
 
 __all__ = [
@@ -911,15 +911,22 @@ class LogSegment:
         return await self.append_parts(batches, headers, fsync=fsync)
 
     async def append_parts(
-        self, parts: Sequence[bytes | bytearray | memoryview], headers: Sequence[BatchHeader], *, fsync: bool = False
+        self,
+        parts: Sequence[bytes | bytearray | memoryview | LateBuffer],
+        headers: Sequence[BatchHeader],
+        *,
+        fsync: bool = False,
     ) -> int:
         """:meth:`append` of the batches ``headers`` describe, whose bytes are ``parts`` back to back.
 
         A batch may span parts (the engine writes each batch as its 61-byte
         header and its body, from :func:`~segments.batch.encode_batch_parts`,
-        so that a large body is never copied). ``headers`` must be those of the
-        bytes written (with their final base offsets); each is checked, and the
-        parts must add up to exactly the batches' sizes.
+        so that a large body is never copied). A part may be a
+        :class:`~segments.fileio.LateBuffer` (a planned body,
+        :func:`~segments.batch.plan_batch_parts`), made in the write's thread.
+        ``headers`` must be those of the bytes written (with their final base
+        offsets); each is checked, and the parts must add up to exactly the
+        batches' sizes.
 
         Raises:
             As :meth:`append`.
