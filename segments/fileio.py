@@ -12,7 +12,8 @@ Rules this module enforces:
   as ONE executor hop (``aiofiles.os.wrap``, i.e. ``loop.run_in_executor``, or
   for appends the same hop to a pool of their own, :func:`submit`; a
   hop costs ~85 µs on uvloop here, a page-cache ``pread`` ~1.3 µs, so one
-  append = one hop however many batches and syscalls it needs). The single
+  append = one hop however many batches and syscalls it needs). An append's
+  :class:`LateBuffer` parts (large batch bodies) are made in that hop too. The single
   exception is the page-cache fast path of reads: on Linux
   ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes in ~2 µs and
   raises ``BlockingIOError`` instead of waiting for the disk; then the read is
@@ -86,13 +87,19 @@ class LateBuffer(Protocol):
 _PLAIN_BUFFERS: Final = frozenset((bytes, bytearray, memoryview))
 
 
+def _is_late(buffer: object) -> bool:
+    # By the method, not by type: any other bytes-like object (a bytes subclass, array, mmap) is
+    # written as it is, as pwritev takes it.
+    return type(buffer) not in _PLAIN_BUFFERS and getattr(type(buffer), "materialize", None) is not None
+
+
 def _materialized(buffers: Sequence[Buffer | LateBuffer]) -> Sequence[Buffer]:
     """``buffers`` with every LateBuffer made; before anything is written, so a failure writes nothing."""
-    if all(type(b) in _PLAIN_BUFFERS for b in buffers):
+    if not any(map(_is_late, buffers)):
         return cast(Sequence[Buffer], buffers)
     made: list[Buffer] = []
     for b in buffers:
-        if type(b) in _PLAIN_BUFFERS:
+        if not _is_late(b):
             made.append(cast(Buffer, b))
             continue
         data = cast(LateBuffer, b).materialize()

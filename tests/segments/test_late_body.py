@@ -6,6 +6,7 @@ late buffer that cannot be made must leave the file untouched.
 
 from __future__ import annotations
 
+import array
 import errno
 import os
 import threading
@@ -180,3 +181,14 @@ def test_a_plan_is_written_once_and_takes_only_a_tuple() -> None:
         plan.write()
     with pytest.raises(TypeError):
         fast.body_plan(list(records), False, 1)  # a list could change between planning and writing
+
+
+async def test_other_bytes_like_buffers_are_written_as_they_are(tmp_path: Path) -> None:
+    # Only objects with materialize() are late; a bytes subclass or an array is written as pwritev takes it.
+    class Chunk(bytes):
+        pass
+
+    f = await SegmentFile.open(tmp_path / "a.log", create=True)
+    assert await f.append([Chunk(b"sub"), array.array("b", b"arr"), b"!"]) == 0
+    assert (tmp_path / "a.log").read_bytes() == b"subarr!"
+    await f.close()
