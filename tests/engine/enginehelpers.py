@@ -5,6 +5,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from engine import PartitionLog, Record
+
+
+async def read_all(log: PartitionLog, max_bytes: int = 1 << 20) -> list[Record]:
+    """Every record of ``log``, from its log start to its log end, read ``max_bytes`` at a time."""
+    out: list[Record] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        got = await log.read(offset, max_bytes)
+        out.extend(got.records)
+        offset = got.next_offset
+    return out
+
 
 def open_log_files_under(root: Path) -> list[str]:
     """The ``.log`` files below ``root`` that this process still holds open (Linux ``/proc``)."""

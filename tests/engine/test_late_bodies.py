@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from enginehelpers import read_all
 
 from engine import Engine, LogConfig, PartitionLog, Record, errors
 from engine.config import LOG_APPEND_TIME
@@ -35,16 +36,6 @@ def big_batch(tag: bytes, timestamp: int | None = 1_700_000_000_000) -> list[Rec
         Record(tag + b"%06d" % i + b"." * (VALUE - len(tag) - 6), b"k%d" % i, timestamp, (("n", b"%d" % i),))
         for i in range(COUNT)
     ]
-
-
-async def read_all(log: PartitionLog) -> list[Record]:
-    out: list[Record] = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        got = await log.read(offset, 8 << 20)
-        out.extend(got.records)
-        offset = got.next_offset
-    return out
 
 
 def verify_files(log: PartitionLog) -> int:
@@ -87,11 +78,11 @@ async def test_large_records_are_stored_as_given_with_valid_crcs(
         assert (r1.first_offset, r1.last_offset, r2.first_offset) == (0, COUNT - 1, COUNT)
         assert r1.max_timestamp == 1_700_000_000_000
         assert made_in and all(t is not threading.main_thread() for t in made_in)  # the late path ran
-        stored = await read_all(log)
+        stored = await read_all(log, 8 << 20)
         assert [(r.value, r.key, r.headers) for r in stored] == [(r.value, r.key, r.headers) for r in first + second]
         assert verify_files(log) == 2 * COUNT
     async with Engine.open(tmp_path, BIG) as eng:
-        assert [r.value for r in await read_all(eng.log("t"))] == [r.value for r in first + second]
+        assert [r.value for r in await read_all(eng.log("t"), 8 << 20)] == [r.value for r in first + second]
 
 
 @needs_c
@@ -105,7 +96,7 @@ async def test_a_caller_reusing_its_list_while_it_waits_changes_nothing_stored(t
         await asyncio.sleep(0)  # the append is planned and queued; its body is not written yet
         records[:] = [Record(b"other")] * len(records)
         await task
-        assert [r.value for r in await read_all(log)] == expected
+        assert [r.value for r in await read_all(log, 8 << 20)] == expected
         assert verify_files(log) == COUNT
 
 
@@ -117,7 +108,7 @@ async def test_log_append_time_stamps_a_late_body(tmp_path: Path) -> None:
         log = eng.log("t")
         result = await log.append(big_batch(b"a", timestamp=5))
         assert result.log_append_time == result.max_timestamp > 1_700_000_000_000
-        assert {r.timestamp for r in await read_all(log)} == {result.log_append_time}
+        assert {r.timestamp for r in await read_all(log, 8 << 20)} == {result.log_append_time}
         assert verify_files(log) == COUNT
 
 
@@ -137,7 +128,7 @@ async def test_a_full_disk_during_a_late_body_append_leaves_the_log_as_it_was(tm
             assert result.first_offset == 1
             assert verify_files(log) == 1 + COUNT
     async with Engine.open(tmp_path, BIG) as eng:
-        values = [r.value for r in await read_all(eng.log("t"))]
+        values = [r.value for r in await read_all(eng.log("t"), 8 << 20)]
         assert values[0] == b"before" and len(values) == 1 + COUNT and values[1].startswith(b"after")
 
 

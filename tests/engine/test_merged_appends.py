@@ -14,20 +14,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from enginehelpers import read_all
 
 from engine import Engine, LogConfig, PartitionLog, Record, errors
 from engine.log import SMALL_APPEND_RECORDS
 from segments.batch import BatchHeader, scan_batches
-
-
-async def read_all(log: PartitionLog) -> list[Record]:
-    out: list[Record] = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        got = await log.read(offset, 1 << 20)
-        out.extend(got.records)
-        offset = got.next_offset
-    return out
 
 
 def batches_on_disk(log: PartitionLog) -> list[BatchHeader]:
