@@ -481,23 +481,42 @@ typedef struct {
     BodyPlan plan;
 } PlanObject;
 
+/* GC support: a record's offset field is not checked, so a plan can sit in a reference cycle. */
+static int
+Plan_traverse(PlanObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->records);
+    return 0;
+}
+
+static int
+Plan_clear(PlanObject *self)
+{
+    Py_CLEAR(self->records);
+    return 0;
+}
+
 static void
 Plan_dealloc(PlanObject *self)
 {
-    Py_XDECREF(self->records);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->records);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *
 Plan_write(PlanObject *self, PyObject *Py_UNUSED(ignored))
 {
-    if (self->records == NULL) {
+    PyObject *records = self->records;
+    if (records == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "this plan's body was written already");
         return NULL;
     }
+    Py_INCREF(records); /* plan.items points into it: alive through the write, whatever clears the plan */
     PyObject *body = write_body(&self->plan);
     if (body != NULL)
         Py_CLEAR(self->records); /* written once: the records may go */
+    Py_DECREF(records);
     return body;
 }
 
@@ -536,8 +555,10 @@ static PyTypeObject PlanType = {
     .tp_name = "segments._speedups.Plan",
     .tp_doc = "A checked and sized batch body, written by write() (see body_plan).",
     .tp_basicsize = sizeof(PlanObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_dealloc = (destructor)Plan_dealloc,
+    .tp_traverse = (traverseproc)Plan_traverse,
+    .tp_clear = (inquiry)Plan_clear,
     .tp_methods = Plan_methods,
     .tp_getset = Plan_getset,
 };
@@ -553,12 +574,13 @@ body_plan(PyObject *self, PyObject *args)
     BodyPlan plan;
     if (!plan_body(records, log_append, now_ms, &plan))
         Py_RETURN_NONE;
-    PlanObject *planned = PyObject_New(PlanObject, &PlanType);
+    PlanObject *planned = PyObject_GC_New(PlanObject, &PlanType);
     if (planned == NULL)
         return NULL;
     Py_INCREF(records);
     planned->records = records;
     planned->plan = plan; /* plan.items points into `records`, which the Plan keeps */
+    PyObject_GC_Track((PyObject *)planned);
     return (PyObject *)planned;
 }
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import array
 import errno
+import gc
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +194,22 @@ async def test_other_bytes_like_buffers_are_written_as_they_are(tmp_path: Path) 
     assert await f.append([Chunk(b"sub"), array.array("b", b"arr"), b"!"]) == 0
     assert (tmp_path / "a.log").read_bytes() == b"subarr!"
     await f.close()
+
+
+@needs_c
+def test_an_unwritten_plan_in_a_reference_cycle_is_collected() -> None:
+    # A record's offset field may hold anything, so a plan can end up inside its own records.
+    fast = batch_module._fast
+    assert fast is not None
+
+    class Canary:
+        pass
+
+    canary = Canary()
+    alive = weakref.ref(canary)
+    box: list[object] = [canary]
+    plan = fast.body_plan((Record(b"v", None, None, (), box),), False, 0)  # type: ignore[arg-type]
+    box.append(plan)
+    del plan, box, canary
+    gc.collect()
+    assert alive() is None
