@@ -278,9 +278,14 @@ def encode_batch_parts(
         attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count
     )
     crc = google_crc32c.extend(google_crc32c.value(crc_header), body)
-    head = bytearray(_PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + len(body), NO_PARTITION_LEADER_EPOCH, MAGIC, crc))
+    return _batch_head(base_offset, len(body), crc, crc_header), body
+
+
+def _batch_head(base_offset: int, body_size: int, crc: int, crc_header: bytes) -> bytearray:
+    """The 61 header bytes of a batch: the 21 before the CRC'd range, then ``crc_header``."""
+    head = bytearray(_PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + body_size, NO_PARTITION_LEADER_EPOCH, MAGIC, crc))
     head += crc_header
-    return head, body
+    return head
 
 
 _CRC: Final = struct.Struct(">I")
@@ -357,8 +362,7 @@ def plan_batch_parts(
         TIMESTAMP_TYPE_BIT if log_append_time else 0, count - 1, plan.base_ts, plan.max_ts,
         NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count,
     )
-    head = bytearray(_PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + plan.size, NO_PARTITION_LEADER_EPOCH, MAGIC, 0))
-    head += crc_header
+    head = _batch_head(base_offset, plan.size, 0, crc_header)  # the CRC is set when the body is written
     return head, LateBody(plan, head, crc_header)
 
 

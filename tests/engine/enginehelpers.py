@@ -30,3 +30,11 @@ def open_log_files_under(root: Path) -> list[str]:
         if target.startswith(str(root)) and target.endswith(".log"):
             out.append(target)
     return out
+
+
+def break_first_segment(partition_dir: Path) -> Path:
+    """Put a directory where ``partition_dir``'s first ``.log`` is: opening the partition fails. Returns its path."""
+    bad = partition_dir / f"{0:020d}.log"
+    bad.unlink()
+    bad.mkdir()
+    return bad

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from enginehelpers import open_log_files_under
+from enginehelpers import break_first_segment, open_log_files_under
 
 from engine import Engine, LogConfig, Record, errors
 from engine.checkpoints import ClosedPartition, format_clean_shutdown, parse_clean_shutdown
@@ -137,9 +137,7 @@ async def test_a_cancelled_first_caller_does_not_break_the_open(tmp_path: Path) 
 
 async def test_a_partition_whose_files_fail_fails_its_first_use_only(tmp_path: Path) -> None:
     await fill(tmp_path)
-    bad = tmp_path / "t-1" / f"{0:020d}.log"
-    bad.unlink()
-    bad.mkdir()  # a directory where a segment should be
+    bad = break_first_segment(tmp_path / "t-1")  # a directory where a segment should be
     async with Engine.open(tmp_path) as engine:
         for _ in range(2):  # a failed open is retried by the next call, and fails again
             with pytest.raises(errors.StorageError, match="not a regular file"):

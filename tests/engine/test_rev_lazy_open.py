@@ -7,7 +7,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from enginehelpers import open_log_files_under
+from enginehelpers import break_first_segment, open_log_files_under
 
 from engine import Engine, LogConfig, Record, errors
 
@@ -45,9 +45,7 @@ async def test_a_failed_open_whose_callers_were_all_cancelled_is_retried_by_the_
     # caller of the failed attempt was cancelled, nobody clears PartitionLog._opening, and the next
     # call is handed the stale error of the old attempt instead of trying again.
     await fill(tmp_path)
-    bad = tmp_path / "t-1" / f"{0:020d}.log"
-    bad.unlink()
-    bad.mkdir()  # a directory where a segment should be
+    bad = break_first_segment(tmp_path / "t-1")  # a directory where a segment should be
     async with Engine.open(tmp_path) as engine:
         log = engine.log("t", 1)
         first = asyncio.ensure_future(log.read(1))
@@ -70,9 +68,7 @@ async def test_one_partition_that_cannot_be_opened_stops_retention_of_every_late
     # the partitions after it (here "b-0") never get retention, on every background tick.
     await fill(tmp_path, topic="a", partitions=1)
     await fill(tmp_path, topic="b", partitions=1, config=LogConfig(retention_ms=1000))  # timestamps are 1970
-    bad = tmp_path / "a-0" / f"{0:020d}.log"
-    bad.unlink()
-    bad.mkdir()
+    break_first_segment(tmp_path / "a-0")  # a directory where a segment should be
     async with Engine.open(tmp_path) as engine:
         assert engine.log("b", 0).segment_count == 4
         with contextlib.suppress(errors.StorageError):  # a-0's error: it may be reported, but ...
