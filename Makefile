@@ -18,11 +18,11 @@ $(STAMP): pyproject.toml setup.py segments/_speedups.c
 venv: $(STAMP)
 
 lint: venv
-	$(VENV)/bin/ruff check engine indexes segments tools tests bench
+	$(VENV)/bin/ruff check seglog engine indexes segments tools tests bench
 	$(VENV)/bin/lint-imports
 
 typecheck: venv
-	$(VENV)/bin/mypy engine segments indexes
+	$(VENV)/bin/mypy -p seglog
 
 # pytest exits 5 when a selection collects no test (e.g. `-m spark` without the
 # extra); that is not a failure of the code, so it is reported and mapped to 0.

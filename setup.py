@@ -10,6 +10,6 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("segments._speedups", sources=["segments/_speedups.c"], optional=True, extra_compile_args=["-O2"]),
+        Extension("seglog.segments._speedups", sources=["segments/_speedups.c"], optional=True, extra_compile_args=["-O2"]),
     ]
 )

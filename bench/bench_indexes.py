@@ -48,8 +48,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from indexes import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from indexes.search import native_column
+from seglog.indexes import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from seglog.indexes.search import native_column
 
 STEP_OFFSET = 31  # ~ records per 4096-byte index interval with 134-byte records (perf.md)
 STEP_POSITION = 2048

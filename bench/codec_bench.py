@@ -17,9 +17,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-import segments.batch as batch_module
-from segments.batch import TimestampType, decode_batches, encode_batch, encode_batch_parts
-from segments.records import Record
+import seglog.segments.batch as batch_module
+from seglog.segments.batch import TimestampType, decode_batches, encode_batch, encode_batch_parts
+from seglog.segments.records import Record
 
 
 def median_us(action: Callable[[], object], rounds: int) -> float:

@@ -19,8 +19,8 @@ from operator import sub
 
 import msgpack
 
-from segments.batch import HEADER_SIZE, TimestampType, encode_batch
-from segments.records import Record
+from seglog.segments.batch import HEADER_SIZE, TimestampType, encode_batch
+from seglog.segments.records import Record
 
 
 def main() -> None:

@@ -27,10 +27,10 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from engine import Engine, run
-from tools.bench import scaling, workloads
-from tools.bench.data import BASE_TIMESTAMP_MS, Dataset
-from tools.cli import main as seglog_main
+from seglog.engine import Engine, run
+from seglog.tools.bench import scaling, workloads
+from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset
+from seglog.tools.cli import main as seglog_main
 
 PROFILES = ("produce", "concurrent", "fetch", "point", "timestamp", "subscribe", "open")
 

@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import run
-from segments.batch import TimestampType, encode_batch
-from segments.records import Record
-from segments.segment import LogSegment
+from seglog.engine import run
+from seglog.segments.batch import TimestampType, encode_batch
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment
 
 
 async def hop(rounds: int) -> tuple[float, float]:

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import Engine, run
-from tools.bench import scaling
-from tools.bench.data import Dataset
+from seglog.engine import Engine, run
+from seglog.tools.bench import scaling
+from seglog.tools.bench.data import Dataset
 
 
 def descriptors_under(root: Path) -> int:

@@ -41,9 +41,9 @@ from typing import Any
 import google_crc32c
 import msgpack
 
-from segments.batch import TimestampType, decode_batches, encode_batch
-from segments.records import Record
-from segments.segment import LogSegment
+from seglog.segments.batch import TimestampType, decode_batches, encode_batch
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment
 
 try:
     import uvloop

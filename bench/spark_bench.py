@@ -36,12 +36,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine import scan
-from engine.config import LogConfig
-from engine.engine import Engine
-from engine.runner import run
-from segments.records import Record
-from tools.spark.options import DEFAULT_ROWS_PER_BATCH
+from seglog.engine import scan
+from seglog.engine.config import LogConfig
+from seglog.engine.engine import Engine
+from seglog.engine.runner import run
+from seglog.segments.records import Record
+from seglog.tools.spark.options import DEFAULT_ROWS_PER_BATCH
 
 BASE_TS = 1_700_000_000_000
 
@@ -73,7 +73,7 @@ def floor_source() -> Any:
     """A Python data source serving Arrow IPC files as they are: the API's floor (pickled by value, from here)."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from tools.spark.arrow import SCHEMA_DDL
+    from seglog.tools.spark.arrow import SCHEMA_DDL
 
     class FloorReader(DataSourceReader):  # type: ignore[misc]
         def __init__(self, directory: str) -> None:
@@ -111,7 +111,7 @@ def write_floor_files(parquet_dir: Path, floor_dir: Path, parts: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tools.spark.arrow import arrow_schema
+    from seglog.tools.spark.arrow import arrow_schema
 
     table = pq.read_table(parquet_dir).cast(arrow_schema())
     floor_dir.mkdir(parents=True, exist_ok=True)
@@ -147,8 +147,8 @@ def main() -> int:
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="seglog-spark-bench-"))
     log_dir, parquet_dir = work / "log", work / "parquet"
-    from tools.spark import read_seglog
-    from tools.spark.session import spark_session
+    from seglog.tools.spark import read_seglog
+    from seglog.tools.spark.session import spark_session
 
     try:
         if not log_dir.exists():

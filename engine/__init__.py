@@ -7,7 +7,7 @@ module used by the tools (``engine.inspect``).
 
 Must not import: ``tools``. Everything ``tools`` needs is exported here.
 
-    from engine import Engine, LogConfig, Record
+    from seglog.engine import Engine, LogConfig, Record
 
     async with Engine.open("data") as engine:
         await engine.create_topic("orders", partitions=3)
@@ -16,11 +16,11 @@ Must not import: ``tools``. Everything ``tools`` needs is exported here.
         got = await log.read(res.first_offset)
 """
 
-from engine import errors
-from engine.config import LogConfig
-from engine.engine import Engine, RecoveryProgress
-from engine.log import PartitionLog
-from engine.results import (
+from seglog.engine import errors
+from seglog.engine.config import LogConfig
+from seglog.engine.engine import Engine, RecoveryProgress
+from seglog.engine.log import PartitionLog
+from seglog.engine.results import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -29,8 +29,8 @@ from engine.results import (
     OffsetAndTimestamp,
     RecordMetadata,
 )
-from engine.runner import run
-from segments.records import Record
+from seglog.engine.runner import run
+from seglog.segments.records import Record
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

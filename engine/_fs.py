@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-from engine.errors import LogDirLockedError, StorageError
-from engine.names import parse_partition_dir
-from segments.fileio import atomic_write, fsync_dir, in_thread, make_dirs, remove
+from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from seglog.engine.errors import LogDirLockedError, StorageError
+from seglog.engine.names import parse_partition_dir
+from seglog.segments.fileio import atomic_write, fsync_dir, in_thread, make_dirs, remove
 
 __all__ = [
     "DirLock",

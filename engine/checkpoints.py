@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from itertools import pairwise
 from typing import Final, NamedTuple
 
-from engine.errors import CorruptionError
-from engine.names import validate_topic
+from seglog.engine.errors import CorruptionError
+from seglog.engine.names import validate_topic
 
 __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",

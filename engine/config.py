@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from engine.errors import InvalidConfigError
+from seglog.engine.errors import InvalidConfigError
 
 __all__ = [
     "CREATE_TIME",

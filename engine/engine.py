@@ -38,8 +38,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
-from engine import _fs
-from engine.checkpoints import (
+from seglog.engine import _fs
+from seglog.engine.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     ClosedPartition,
@@ -48,8 +48,8 @@ from engine.checkpoints import (
     parse_checkpoint,
     parse_clean_shutdown,
 )
-from engine.config import LogConfig
-from engine.errors import (
+from seglog.engine.config import LogConfig
+from seglog.engine.errors import (
     ClosedError,
     CorruptionError,
     CorruptRecordError,
@@ -59,14 +59,14 @@ from engine.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from engine.groups import GroupOffsets, validate_group
-from engine.log import PartitionLog
-from engine.names import partition_dir_name, validate_partition, validate_topic
-from engine.partitioner import KeyPartitioner
-from engine.results import AppendResult, RecordMetadata
-from segments.fileio import in_thread
-from segments.records import Record
-from segments.segment import LogSegment, LogSegments
+from seglog.engine.groups import GroupOffsets, validate_group
+from seglog.engine.log import PartitionLog
+from seglog.engine.names import partition_dir_name, validate_partition, validate_topic
+from seglog.engine.partitioner import KeyPartitioner
+from seglog.engine.results import AppendResult, RecordMetadata
+from seglog.segments.fileio import in_thread
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment, LogSegments
 
 __all__ = ["Engine", "RecoveryProgress"]
 

@@ -7,7 +7,7 @@ Catch :class:`SeglogError` for "anything seglog refused or could not do".
 
 from __future__ import annotations
 
-from indexes.errors import (
+from seglog.indexes.errors import (
     ClosedError,
     CorruptIndexError,
     CorruptionError,
@@ -21,7 +21,7 @@ from indexes.errors import (
     SlotOutOfRangeError,
     StorageError,
 )
-from segments.errors import (
+from seglog.segments.errors import (
     CorruptRecordError,
     RecordTooLargeError,
     SegmentOffsetOverflowError,

@@ -28,8 +28,8 @@ import logging
 from pathlib import Path
 from typing import Final
 
-from engine.errors import InvalidRecordError
-from segments.fileio import atomic_write, in_thread, make_dirs, remove
+from seglog.engine.errors import InvalidRecordError
+from seglog.segments.fileio import atomic_write, in_thread, make_dirs, remove
 
 __all__ = ["GroupOffsets", "validate_group"]
 

@@ -36,17 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from engine._fs import CLEAN_SHUTDOWN_FILE, TOPIC_FILE
-from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, parse_checkpoint
-from engine.config import LogConfig
-from engine.errors import CorruptionError, InvalidConfigError, StorageError, UnknownTopicOrPartitionError
-from engine.groups import decode_group_file, group_from_file_name, is_group_file_name
-from engine.names import parse_partition_dir, partition_dir_name, validate_topic
-from indexes.offset_index import OFFSET_ENTRY, OffsetPosition
-from indexes.search import largest_lower_bound
-from indexes.time_index import NO_TIMESTAMP, TIME_ENTRY, TimestampOffset
-from indexes.transaction_index import ABORTED_TXN, ABORTED_TXN_VERSION, AbortedTxn
-from segments.batch import (
+from seglog.engine._fs import CLEAN_SHUTDOWN_FILE, TOPIC_FILE
+from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, parse_checkpoint
+from seglog.engine.config import LogConfig
+from seglog.engine.errors import CorruptionError, InvalidConfigError, StorageError, UnknownTopicOrPartitionError
+from seglog.engine.groups import decode_group_file, group_from_file_name, is_group_file_name
+from seglog.engine.names import parse_partition_dir, partition_dir_name, validate_topic
+from seglog.indexes.offset_index import OFFSET_ENTRY, OffsetPosition
+from seglog.indexes.search import largest_lower_bound
+from seglog.indexes.time_index import NO_TIMESTAMP, TIME_ENTRY, TimestampOffset
+from seglog.indexes.transaction_index import ABORTED_TXN, ABORTED_TXN_VERSION, AbortedTxn
+from seglog.segments.batch import (
     HEADER_SIZE,
     BatchHeader,
     ScanStop,
@@ -55,8 +55,8 @@ from segments.batch import (
     read_header,
     scan_batches,
 )
-from segments.errors import CorruptRecordError
-from segments.records import Record
+from seglog.segments.errors import CorruptRecordError
+from seglog.segments.records import Record
 
 __all__ = [
     "LOG_SUFFIX",

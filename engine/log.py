@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
 
-from engine.checkpoints import ClosedPartition
-from engine.config import LogConfig
-from engine.errors import (
+from seglog.engine.checkpoints import ClosedPartition
+from seglog.engine.config import LogConfig
+from seglog.engine.errors import (
     ClosedError,
     CorruptRecordError,
     InvalidRecordError,
@@ -46,7 +46,7 @@ from engine.errors import (
     RecordTooLargeError,
     SeglogError,
 )
-from engine.results import (
+from seglog.engine.results import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -55,8 +55,8 @@ from engine.results import (
     FetchResult,
     OffsetAndTimestamp,
 )
-from engine.retention import RetentionPlan, SegmentSummary, plan_retention
-from segments.batch import (
+from seglog.engine.retention import RetentionPlan, SegmentSummary, plan_retention
+from seglog.segments.batch import (
     HEADER_SIZE,
     BatchHeader,
     LateBody,
@@ -71,12 +71,12 @@ from segments.batch import (
     rebase_batch,
     verify_crc,
 )
-from segments.fileio import in_thread, run_to_completion
-from segments.records import Record
-from segments.segment import LogSegment, LogSegments, RollParams
+from seglog.segments.fileio import in_thread, run_to_completion
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment, LogSegments, RollParams
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from seglog.engine.engine import Engine
 
 __all__ = ["PartitionLog"]
 

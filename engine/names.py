@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from engine.errors import InvalidTopicError
+from seglog.engine.errors import InvalidTopicError
 
 __all__ = [
     "MAX_TOPIC_LENGTH",

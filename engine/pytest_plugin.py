@@ -29,9 +29,9 @@ from types import ModuleType
 
 import pytest
 
-from engine import testing
-from engine.config import LogConfig
-from engine.engine import Engine
+from seglog.engine import testing
+from seglog.engine.config import LogConfig
+from seglog.engine.engine import Engine
 
 __all__ = ["seglog", "seglog_config", "seglog_dir"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-from segments.records import Record
+from seglog.segments.records import Record
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

@@ -44,11 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple, Protocol, TypeVar
 
-from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
-from engine.errors import CorruptionError, CorruptRecordError, SeglogError, StorageError
-from engine.names import parse_partition_dir
-from indexes import OffsetIndex, TimeIndex
-from segments.batch import (
+from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
+from seglog.engine.errors import CorruptionError, CorruptRecordError, SeglogError, StorageError
+from seglog.engine.names import parse_partition_dir
+from seglog.indexes import OffsetIndex, TimeIndex
+from seglog.segments.batch import (
     HEADER_SIZE,
     BatchHeader,
     ScanStop,
@@ -57,7 +57,7 @@ from segments.batch import (
     scan_batches,
     verify_crc,
 )
-from segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
+from seglog.segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",

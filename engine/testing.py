@@ -3,7 +3,7 @@
 Used by the ``seglog`` pytest plugin (``engine.pytest_plugin``) and usable on
 their own::
 
-    from engine.testing import topic_records, assert_topic_holds
+    from seglog.engine.testing import topic_records, assert_topic_holds
     await assert_topic_holds(engine, "orders", [b"a", b"b"])
 
 Must not import: ``tools``.
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.engine import Engine
-from engine.log import PartitionLog
-from segments.records import Record
+from seglog.engine.engine import Engine
+from seglog.engine.log import PartitionLog
+from seglog.segments.records import Record
 
 __all__ = ["assert_topic_holds", "partition_records", "topic_records"]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tools.replay.format import write_workload
-from tools.replay.sample import DEFAULT_DURATION_S, DEFAULT_SEED, generate_sample
+from seglog.tools.replay.format import write_workload
+from seglog.tools.replay.sample import DEFAULT_DURATION_S, DEFAULT_SEED, generate_sample
 
 HERE = Path(__file__).resolve().parent
 

@@ -13,8 +13,8 @@ synchronous; the segment layer runs it on an executor thread when it touches
 the disk, and every index takes its own lock so that is safe.
 """
 
-from indexes.abstract import AbstractIndex
-from indexes.errors import (
+from seglog.indexes.abstract import AbstractIndex
+from seglog.indexes.errors import (
     ClosedError,
     CorruptIndexError,
     CorruptionError,
@@ -28,10 +28,10 @@ from indexes.errors import (
     SlotOutOfRangeError,
     StorageError,
 )
-from indexes.lazy_index import LazyIndex
-from indexes.offset_index import OffsetIndex, OffsetPosition
-from indexes.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from indexes.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
+from seglog.indexes.lazy_index import LazyIndex
+from seglog.indexes.offset_index import OffsetIndex, OffsetPosition
+from seglog.indexes.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from seglog.indexes.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 __all__ = [
     "NO_TIMESTAMP",

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Final, Generic, Self, TypeVar
 
-from indexes.errors import (
+from seglog.indexes.errors import (
     ClosedError,
     CorruptIndexError,
     IndexOffsetOverflowError,
@@ -29,7 +29,7 @@ from indexes.errors import (
     SlotOutOfRangeError,
     StorageError,
 )
-from indexes.search import largest_lower_bound, native_column
+from seglog.indexes.search import largest_lower_bound, native_column
 
 __all__ = ["INT32_MAX", "AbstractIndex", "EntryT", "IndexFile", "PathLike", "delete_file", "rename_file"]
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from indexes.abstract import AbstractIndex, PathLike, delete_file, rename_file
-from indexes.offset_index import OffsetIndex
-from indexes.time_index import TimeIndex
+from seglog.indexes.abstract import AbstractIndex, PathLike, delete_file, rename_file
+from seglog.indexes.offset_index import OffsetIndex
+from seglog.indexes.time_index import TimeIndex
 
 __all__ = ["LazyIndex"]
 

@@ -11,9 +11,9 @@ import struct
 from bisect import bisect_left
 from typing import Final, NamedTuple
 
-from indexes.abstract import INT32_MAX, AbstractIndex
-from indexes.errors import IndexFullError, InvalidOffsetError
-from indexes.search import bisect_ceiling, bisect_floor, smallest_upper_bound, warm_entries
+from seglog.indexes.abstract import INT32_MAX, AbstractIndex
+from seglog.indexes.errors import IndexFullError, InvalidOffsetError
+from seglog.indexes.search import bisect_ceiling, bisect_floor, smallest_upper_bound, warm_entries
 
 __all__ = ["OFFSET_ENTRY", "OffsetIndex", "OffsetPosition"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
-from indexes.abstract import INT32_MAX, AbstractIndex
-from indexes.errors import IndexFullError, InvalidOffsetError, InvalidTimestampError
-from indexes.search import bisect_floor, warm_entries
+from seglog.indexes.abstract import INT32_MAX, AbstractIndex
+from seglog.indexes.errors import IndexFullError, InvalidOffsetError, InvalidTimestampError
+from seglog.indexes.search import bisect_floor, warm_entries
 
 __all__ = ["NO_TIMESTAMP", "TIME_ENTRY", "TimeIndex", "TimestampOffset"]
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from indexes.abstract import IndexFile, PathLike, delete_file
-from indexes.errors import CorruptIndexError, InvalidOffsetError, StorageError
+from seglog.indexes.abstract import IndexFile, PathLike, delete_file
+from seglog.indexes.errors import CorruptIndexError, InvalidOffsetError, StorageError
 
 __all__ = ["ABORTED_TXN", "ABORTED_TXN_VERSION", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
 

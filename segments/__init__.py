@@ -14,7 +14,7 @@ partitions or clocks: roll parameters, ``now_ms`` and the index interval arrive
 as arguments.
 """
 
-from segments.batch import (
+from seglog.segments.batch import (
     BatchHeader,
     ScanResult,
     ScanStop,
@@ -25,9 +25,9 @@ from segments.batch import (
     rebase_batch,
     scan_batches,
 )
-from segments.errors import CorruptRecordError, RecordTooLargeError, SegmentOffsetOverflowError
-from segments.records import Header, Record
-from segments.segment import (
+from seglog.segments.errors import CorruptRecordError, RecordTooLargeError, SegmentOffsetOverflowError
+from seglog.segments.records import Header, Record
+from seglog.segments.segment import (
     FetchData,
     LocatedBatch,
     LogOffsetMetadata,

@@ -429,7 +429,7 @@ write_body(const BodyPlan *plan)
     }
     if (p != (unsigned char *)PyBytes_AS_STRING(body) + size) { /* cannot happen: the sizes are exact */
         Py_DECREF(body);
-        PyErr_SetString(PyExc_SystemError, "segments._speedups.encode_body: size mismatch");
+        PyErr_SetString(PyExc_SystemError, "seglog.segments._speedups.encode_body: size mismatch");
         return NULL;
     }
     return body;
@@ -552,7 +552,7 @@ static PyGetSetDef Plan_getset[] = {
 
 static PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "segments._speedups.Plan",
+    .tp_name = "seglog.segments._speedups.Plan",
     .tp_doc = "A checked and sized batch body, written by write() (see body_plan).",
     .tp_basicsize = sizeof(PlanObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -1447,7 +1447,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "segments._speedups",
+    PyModuleDef_HEAD_INIT, "seglog.segments._speedups",
     "The per-record loops of the batch codec in C; segments.batch is the reference and falls back to Python.", -1,
     methods, NULL, NULL, NULL, NULL,
 };

@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Sequence
 
-from segments.records import Record
+from seglog.segments.records import Record
 
 def encode_body(records: Sequence[Record], log_append_time: bool, now_ms: int, /) -> tuple[bytes, int, int] | None: ...
 class Plan:

@@ -37,18 +37,18 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import google_crc32c
 import msgpack
 
-from segments.errors import CorruptRecordError
-from segments.records import Record
+from seglog.segments.errors import CorruptRecordError
+from seglog.segments.records import Record
 
 if TYPE_CHECKING:
-    from segments._speedups import Plan as _Plan
+    from seglog.segments._speedups import Plan as _Plan
 
 _fast: ModuleType | None = None
 # The per-record loops in C (segments/_speedups.c); optional, this module is the reference.
 # SEGLOG_PURE_PYTHON=1 turns them off (to compare, or to rule them out when chasing a bug).
 if not os.environ.get("SEGLOG_PURE_PYTHON"):
     try:
-        from segments import _speedups as _fast
+        from seglog.segments import _speedups as _fast
     except ImportError:  # pragma: no cover - built on every supported install; the Python path is tested either way
         _fast = None
 

@@ -35,9 +35,9 @@ from itertools import accumulate, groupby, repeat
 from operator import add
 from typing import Final
 
-from segments import batch as _batch
-from segments.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, body_columns
-from segments.records import Header
+from seglog.segments import batch as _batch
+from seglog.segments.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, body_columns
+from seglog.segments.records import Header
 
 __all__ = ["BinaryBuffers", "ColumnBuffers", "RecordColumns", "decode_buffers", "decode_columns"]
 

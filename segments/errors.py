@@ -6,7 +6,7 @@ Subclasses of the tree rooted at ``indexes.errors.SeglogError``; re-exported by
 
 from __future__ import annotations
 
-from indexes.errors import CorruptionError, IndexOffsetOverflowError, SeglogError
+from seglog.indexes.errors import CorruptionError, IndexOffsetOverflowError, SeglogError
 
 __all__ = ["CorruptRecordError", "RecordTooLargeError", "SegmentOffsetOverflowError", "UnsupportedFormatError"]
 

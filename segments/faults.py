@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from segments.fileio import Buffer, FileOps
+from seglog.segments.fileio import Buffer, FileOps
 
 __all__ = ["FailingOps", "PowerLossOps"]
 

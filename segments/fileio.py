@@ -44,7 +44,7 @@ from typing import Final, ParamSpec, Protocol, TypeVar, cast
 
 import aiofiles.os
 
-from indexes.errors import ClosedError, StorageError
+from seglog.indexes.errors import ClosedError, StorageError
 
 __all__ = [
     "FileOps",

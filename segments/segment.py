@@ -31,9 +31,9 @@ from functools import partial
 from pathlib import Path
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
-from indexes import LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
-from indexes.errors import ClosedError, SeglogError
-from segments.batch import (
+from seglog.indexes import LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from seglog.indexes.errors import ClosedError, SeglogError
+from seglog.segments.batch import (
     HEADER_SIZE,
     INT32_MAX,
     LOG_OVERHEAD,
@@ -50,9 +50,18 @@ from segments.batch import (
     scan_batches,
     verify_crc,
 )
-from segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
-from segments.fileio import FileOps, LateBuffer, PRead, SegmentFile, fsync_dir, in_thread, remove, run_to_completion
-from segments.records import Record
+from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
+from seglog.segments.fileio import (
+    FileOps,
+    LateBuffer,
+    PRead,
+    SegmentFile,
+    fsync_dir,
+    in_thread,
+    remove,
+    run_to_completion,
+)
+from seglog.segments.records import Record
 
 __all__ = [
     "LOG_SUFFIX",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import indexes
-from engine import (
+from seglog import indexes
+from seglog.engine import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -24,7 +24,7 @@ from engine import (
     Record,
     errors,
 )
-from indexes import (
+from seglog.indexes import (
     AbortedTxn,
     LazyIndex,
     OffsetIndex,

@@ -1,7 +1,9 @@
-"""Imports only point down: tools -> engine -> segments -> indexes.
+"""Imports only point down: tools -> engine -> segments -> indexes, all under the one package ``seglog``.
 
 import-linter checks the same contract in `make lint`; this test keeps it in the
-plain pytest run too, and also forbids *lazy* (function-level) upward imports.
+plain pytest run too, forbids *lazy* (function-level) upward imports, and forbids
+the bare folder names (``import engine``): the installed distribution has only
+``seglog``, so such an import works from a checkout and fails for every user.
 """
 
 from __future__ import annotations
@@ -13,30 +15,62 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ["tools", "engine", "segments", "indexes"]  # top to bottom
+PACKAGES = [*LAYERS, "seglog"]
 
 
 def _imports(path: Path) -> set[str]:
+    """The layer of every absolute import in ``path``: ``seglog.engine.x`` -> ``engine``; bare names as they are."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found: set[str] = set()
+    names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+            names.append(node.module)
+    found: set[str] = set()
+    for name in names:
+        parts = name.split(".")
+        found.add(parts[1] if parts[0] == "seglog" and len(parts) > 1 else parts[0])
     return found
+
+
+def _sources(layer: str) -> list[Path]:
+    return sorted((ROOT / layer).rglob("*.py"))
 
 
 @pytest.mark.parametrize("layer", LAYERS)
 def test_layer_imports_only_point_down(layer: str) -> None:
     forbidden = set(LAYERS[: LAYERS.index(layer)])
     offenders = []
-    for path in sorted((ROOT / layer).rglob("*.py")):
+    for path in _sources(layer):
         bad = _imports(path) & forbidden
         if bad:
             offenders.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not offenders, "upward imports:\n" + "\n".join(offenders)
 
 
+@pytest.mark.parametrize("folder", [*LAYERS, "tests", "bench"])
+def test_code_imports_the_layers_through_seglog_only(folder: str) -> None:
+    offenders = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            roots = []
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                roots = [node.module.split(".")[0]]
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {r}" for r in roots if r in LAYERS]
+    assert not offenders, "imports by folder name instead of seglog.<layer>:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_package_has_py_typed(package: str) -> None:
+    assert (ROOT / package / "py.typed").is_file()
+
+
 @pytest.mark.parametrize("layer", LAYERS)
-def test_every_package_has_py_typed(layer: str) -> None:
-    assert (ROOT / layer / "py.typed").is_file()
+def test_seglog_links_each_layer_folder(layer: str) -> None:
+    link = ROOT / "seglog" / layer
+    assert link.is_symlink(), f"seglog/{layer} should be a relative symlink to ../{layer}"
+    assert link.resolve() == (ROOT / layer).resolve()

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from engine import run
+from seglog.engine import run
 
 EXIT_OK: Final = 0
 EXIT_FINDINGS: Final = 1

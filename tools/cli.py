@@ -18,8 +18,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from engine import errors
-from tools._output import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, epilog
+from seglog.engine import errors
+from seglog.tools._output import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, epilog
 
 # Subcommand modules under tools.commands, in the order `seglog --help` lists them.
 # Each defines `register(subparsers) -> None`, which adds its parser and sets
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        qualified = f"tools.commands.{name}"
+        qualified = f"seglog.tools.commands.{name}"
         if importlib.util.find_spec(qualified) is None:
             continue
         importlib.import_module(qualified).register(subparsers)

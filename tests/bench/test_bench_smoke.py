@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.bench import RATIO_KEYS, ROW_KEYS, SCALING_KEYS
-from tools.bench.report import COLUMNS
-from tools.cli import main
+from seglog.tools.bench import RATIO_KEYS, ROW_KEYS, SCALING_KEYS
+from seglog.tools.bench.report import COLUMNS
+from seglog.tools.cli import main
 
 
 def test_quick_run_emits_every_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

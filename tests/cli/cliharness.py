@@ -25,7 +25,7 @@ def run_seglog(*args: str | Path, stdin: bytes | None = None, env: dict[str, str
                timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     """Run the installed console script (``.venv/bin/seglog``) in a real subprocess."""
     script = Path(sys.executable).parent / "seglog"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tools.cli"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "seglog.tools.cli"]
     full_env = {k: v for k, v in os.environ.items() if k != "SEGLOG_LOG_DIR"}
     full_env.update(env or {})
     return subprocess.run([*cmd, *map(str, args)], input=stdin, capture_output=True, timeout=timeout,
@@ -35,4 +35,4 @@ def run_seglog(*args: str | Path, stdin: bytes | None = None, env: dict[str, str
 def seglog_command() -> list[str]:
     """The argv prefix that starts ``seglog`` (for tests that manage the process themselves)."""
     script = Path(sys.executable).parent / "seglog"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "tools.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "seglog.tools.cli"]

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cliharness import Result
 from segfiles import simple_log_dir
 
-from tools.cli import main
+from seglog.tools.cli import main
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, format_checkpoint
-from indexes import OffsetIndex, TimeIndex
-from segments.batch import TimestampType, encode_batch
-from segments.records import Record
+from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, format_checkpoint
+from seglog.indexes import OffsetIndex, TimeIndex
+from seglog.segments.batch import TimestampType, encode_batch
+from seglog.segments.records import Record
 
 T0 = 1_763_800_000_000  # 2025-11-22T08:26:40Z, a fixed base timestamp in ms
 

@@ -15,8 +15,8 @@ import pytest
 from cliharness import ROOT, Result, run_seglog, seglog_command
 from segfiles import T0, truncate
 
-from engine import inspect
-from engine.partitioner import partition_for_key
+from seglog.engine import inspect
+from seglog.engine.partitioner import partition_for_key
 
 Cli = Callable[..., Result]
 
@@ -192,8 +192,8 @@ def test_explain_agrees_with_the_engine(cli: Cli, data: Path, monkeypatch: pytes
     lines = "".join(json.dumps({"value": f"v{i}", "timestamp": T0 + t, "partition": 0}) + "\n"
                     for i, t in enumerate(ts))
     assert produce(cli, data, lines, "--format", "json", "--batch-size", "3", monkeypatch=monkeypatch).code == 0
-    from engine.engine import Engine
-    from engine.runner import run
+    from seglog.engine.engine import Engine
+    from seglog.engine.runner import run
 
     async def engine_answers() -> dict[int, int | None]:
         async with Engine.open(data, read_only=True) as engine:
@@ -257,7 +257,7 @@ def test_consume_follow_sees_appends_from_another_process(data: Path) -> None:
 
 
 def test_a_locked_directory_is_a_one_line_error(data: Path) -> None:
-    from engine.engine import Engine
+    from seglog.engine.engine import Engine
 
     async def hold() -> subprocess.CompletedProcess[bytes]:
         async with Engine.open(data):
@@ -270,7 +270,7 @@ def test_a_locked_directory_is_a_one_line_error(data: Path) -> None:
 
 
 def test_read_only_commands_beside_a_live_engine(data: Path) -> None:
-    from engine import Engine, Record
+    from seglog.engine import Engine, Record
 
     async def live() -> list[subprocess.CompletedProcess[bytes]]:
         async with Engine.open(data) as engine:

@@ -9,7 +9,7 @@ from pathlib import Path
 from cliharness import Result, run_seglog
 from segfiles import append_bytes, flip_byte, truncate
 
-from engine import inspect
+from seglog.engine import inspect
 
 Cli = Callable[..., Result]
 
@@ -138,7 +138,7 @@ def test_dump_torn_log_and_unknown_and_missing_files(cli: Cli, log_dir: Path) ->
 
 
 def test_dump_txnindex(cli: Cli, log_dir: Path) -> None:
-    from indexes import AbortedTxn, TransactionIndex
+    from seglog.indexes import AbortedTxn, TransactionIndex
 
     path = seg(log_dir, 0, ".txnindex")
     txn = TransactionIndex(path, 0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cliharness import ROOT, Result, run_seglog
 
-from tools.cli import build_parser
+from seglog.tools.cli import build_parser
 
 Cli = Callable[..., Result]
 

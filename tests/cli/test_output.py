@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import inspect
-from indexes import OffsetPosition
-from tools._output import (
+from seglog.engine import inspect
+from seglog.indexes import OffsetPosition
+from seglog.tools._output import (
     UsageError,
     bytes_of_json,
     iso,

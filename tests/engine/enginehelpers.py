@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine import PartitionLog, Record
+from seglog.engine import PartitionLog, Record
 
 
 async def read_all(log: PartitionLog, max_bytes: int = 1 << 20) -> list[Record]:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.checkpoints import format_checkpoint, parse_checkpoint
-from engine.errors import CorruptionError
+from seglog.engine.checkpoints import format_checkpoint, parse_checkpoint
+from seglog.engine.errors import CorruptionError
 
 
 def test_format_is_kafkas_and_round_trips() -> None:

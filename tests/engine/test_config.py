@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from engine.config import DEFAULT_MAX_MESSAGE_BYTES, LONG_MAX, LogConfig
-from engine.errors import InvalidConfigError, SeglogError
+from seglog.engine.config import DEFAULT_MAX_MESSAGE_BYTES, LONG_MAX, LogConfig
+from seglog.engine.errors import InvalidConfigError, SeglogError
 
 
 def test_defaults_are_kafkas() -> None:

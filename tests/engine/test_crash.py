@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine, LogConfig, Record, errors
-from engine.testing import partition_records
-from segments.faults import FailingOps, PowerLossOps
-from segments.fileio import use_ops
+from seglog.engine import Engine, LogConfig, Record, errors
+from seglog.engine.testing import partition_records
+from seglog.segments.faults import FailingOps, PowerLossOps
+from seglog.segments.fileio import use_ops
 
 WRITER = r"""
 import asyncio, sys
-from engine import Engine, LogConfig, Record, errors
+from seglog.engine import Engine, LogConfig, Record, errors
 
 async def main(path, run_id, flush_messages, callers):
     config = LogConfig(segment_bytes=16384, segment_index_bytes=4096, index_interval_bytes=512,

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from enginehelpers import open_log_files_under
 
-from engine import Engine, Record, errors
-from engine.engine import RecoveryProgress
-from segments.faults import FailingOps
-from segments.fileio import use_ops
+from seglog.engine import Engine, Record, errors
+from seglog.engine.engine import RecoveryProgress
+from seglog.segments.faults import FailingOps
+from seglog.segments.fileio import use_ops
 
 PARTITIONS = 3
 SEGMENTS = 4

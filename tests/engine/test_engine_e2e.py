@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import engine
-from engine import (
+from seglog import engine
+from seglog.engine import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -19,7 +19,7 @@ from engine import (
     Record,
     errors,
 )
-from engine.partitioner import partition_for_key
+from seglog.engine.partitioner import partition_for_key
 
 SMALL = LogConfig(segment_bytes=4096, segment_index_bytes=1024, index_interval_bytes=256)
 
@@ -384,7 +384,7 @@ async def test_read_only_engine_sees_data_and_changes_nothing(tmp_path: Path) ->
 
 
 async def test_append_encoded_places_foreign_batches_after_the_log_end(tmp_path: Path) -> None:
-    from segments.batch import TimestampType, encode_batch
+    from seglog.segments.batch import TimestampType, encode_batch
 
     def batch(*vals: bytes) -> bytes:
         return encode_batch(0, [Record(v, timestamp=7) for v in vals], timestamp_type=TimestampType.CREATE_TIME,
@@ -492,7 +492,7 @@ async def test_short_and_odd_sized_index_files_are_rebuilt(tmp_path: Path) -> No
 async def test_a_read_from_the_tail_cache_returns_what_the_same_read_from_the_file_does(tmp_path: Path) -> None:
     # The last write stays in memory for subscribers; a read served from there must follow the
     # file read's max_bytes rule exactly (found in review: 2 records from memory, 3 from the file).
-    from segments.batch import TimestampType, encode_batch
+    from seglog.segments.batch import TimestampType, encode_batch
 
     def staged(n: int, size: int) -> bytes:
         records = [Record(b"%d" % i * size, b"k") for i in range(n)]

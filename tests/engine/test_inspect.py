@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import inspect
-from engine.errors import StorageError, UnknownTopicOrPartitionError
-from engine.inspect import Check, Severity
-from indexes import OffsetIndex, TimeIndex, TransactionIndex
-from indexes.transaction_index import AbortedTxn
-from segments.records import Record
+from seglog.engine import inspect
+from seglog.engine.errors import StorageError, UnknownTopicOrPartitionError
+from seglog.engine.inspect import Check, Severity
+from seglog.indexes import OffsetIndex, TimeIndex, TransactionIndex
+from seglog.indexes.transaction_index import AbortedTxn
+from seglog.segments.records import Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 from segfiles import (
@@ -565,7 +565,7 @@ def test_offset_for_timestamp_and_sentinels(tmp_path: Path) -> None:
 
 
 def test_group_offsets_skips_unreadable_files(tmp_path: Path) -> None:
-    from engine.groups import encode_group_file, group_file_name
+    from seglog.engine.groups import encode_group_file, group_file_name
 
     simple_log_dir(tmp_path)
     groups = tmp_path / "consumer-offsets"

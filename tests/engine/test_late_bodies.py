@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from enginehelpers import read_all
 
-from engine import Engine, LogConfig, PartitionLog, Record, errors
-from engine.config import LOG_APPEND_TIME
-from engine.log import LATE_BODY_BYTES, LATE_BODY_RECORD_BYTES, LATE_BODY_RECORDS
-from segments import batch as batch_module
-from segments.batch import scan_batches
-from segments.faults import FailingOps
-from segments.fileio import use_ops
+from seglog.engine import Engine, LogConfig, PartitionLog, Record, errors
+from seglog.engine.config import LOG_APPEND_TIME
+from seglog.engine.log import LATE_BODY_BYTES, LATE_BODY_RECORD_BYTES, LATE_BODY_RECORDS
+from seglog.segments import batch as batch_module
+from seglog.segments.batch import scan_batches
+from seglog.segments.faults import FailingOps
+from seglog.segments.fileio import use_ops
 
 needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from enginehelpers import break_first_segment, open_log_files_under
 
-from engine import Engine, LogConfig, Record, errors
-from engine.checkpoints import ClosedPartition, format_clean_shutdown, parse_clean_shutdown
+from seglog.engine import Engine, LogConfig, Record, errors
+from seglog.engine.checkpoints import ClosedPartition, format_clean_shutdown, parse_clean_shutdown
 
 PARTITIONS = 3
 
@@ -182,7 +182,7 @@ async def test_a_crash_after_a_lazy_open_loses_nothing(tmp_path: Path) -> None:
     await fill(tmp_path)
     script = f"""
 import asyncio, os, signal, sys
-from engine import Engine, Record
+from seglog.engine import Engine, Record
 async def main():
     engine = await Engine.open({str(tmp_path)!r})
     for i in range(20):

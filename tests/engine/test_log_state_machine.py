@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from engine import Engine, LogConfig, OffsetAndTimestamp, Record, errors
+from seglog.engine import Engine, LogConfig, OffsetAndTimestamp, Record, errors
 
 CONFIG = LogConfig(
     segment_bytes=1024,

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from enginehelpers import read_all
 
-from engine import Engine, LogConfig, PartitionLog, Record, errors
-from engine.log import SMALL_APPEND_RECORDS
-from segments.batch import BatchHeader, scan_batches
+from seglog.engine import Engine, LogConfig, PartitionLog, Record, errors
+from seglog.engine.log import SMALL_APPEND_RECORDS
+from seglog.segments.batch import BatchHeader, scan_batches
 
 
 def batches_on_disk(log: PartitionLog) -> list[BatchHeader]:

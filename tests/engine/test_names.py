@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import InvalidTopicError
-from engine.names import parse_partition_dir, partition_dir_name, validate_partition, validate_topic
+from seglog.engine.errors import InvalidTopicError
+from seglog.engine.names import parse_partition_dir, partition_dir_name, validate_partition, validate_topic
 
 
 @pytest.mark.parametrize("name", ["orders", "a", "A.b_c-9", "x" * 249, "..a", "a..", "-"])

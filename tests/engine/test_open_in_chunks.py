@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from enginehelpers import open_log_files_under
 
-from engine import Engine, Record, errors
-from engine.engine import LOAD_CHUNK
+from seglog.engine import Engine, Record, errors
+from seglog.engine.engine import LOAD_CHUNK
 
 PARTITIONS = LOAD_CHUNK + 6  # two chunks, the second one short
 

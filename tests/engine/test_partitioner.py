@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from engine.partitioner import KeyPartitioner, murmur2, partition_for_key
+from seglog.engine.partitioner import KeyPartitioner, murmur2, partition_for_key
 
 # Apache Kafka's UtilsTest.testMurmur2 vectors: placement must match a Kafka producer's.
 KAFKA_VECTORS = {

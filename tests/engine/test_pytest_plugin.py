@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 
-from engine import Engine, LogConfig, Record
+from seglog.engine import Engine, LogConfig, Record
 
 
 def test_config_fixture_uses_small_segments(seglog_config: LogConfig) -> None:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from engine.retention import SegmentSummary, plan_retention
+from seglog.engine.retention import SegmentSummary, plan_retention
 
 DAY = 86_400_000
 

@@ -6,7 +6,7 @@ import gc
 import warnings
 from pathlib import Path
 
-from engine import Engine, Record, errors
+from seglog.engine import Engine, Record, errors
 
 
 async def test_close_after_cancelled_close_releases_lock(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from engine import Engine, Record
-from segments.fileio import FileOps, use_ops
+from seglog.engine import Engine, Record
+from seglog.segments.fileio import FileOps, use_ops
 
 
 class SlowWrites(FileOps):

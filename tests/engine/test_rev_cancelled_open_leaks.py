@@ -7,8 +7,8 @@ from pathlib import Path
 
 from enginehelpers import open_log_files_under
 
-from engine import Engine, Record
-from segments.fileio import FileOps, use_ops
+from seglog.engine import Engine, Record
+from seglog.segments.fileio import FileOps, use_ops
 
 
 class SlowOpen(FileOps):

@@ -7,8 +7,8 @@ import time
 import warnings
 from pathlib import Path
 
-from engine import Engine, LogConfig, Record
-from segments.fileio import FileOps, use_ops
+from seglog.engine import Engine, LogConfig, Record
+from seglog.segments.fileio import FileOps, use_ops
 
 
 class SlowRename(FileOps):

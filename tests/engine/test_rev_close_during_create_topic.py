@@ -6,7 +6,7 @@ from pathlib import Path
 
 from enginehelpers import open_log_files_under
 
-from engine import Engine
+from seglog.engine import Engine
 
 
 async def test_close_waits_for_create_topic(tmp_path: Path) -> None:

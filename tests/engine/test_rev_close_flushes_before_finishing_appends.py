@@ -6,9 +6,9 @@ import asyncio
 import time
 from pathlib import Path
 
-from engine import Engine, Record, errors
-from segments.faults import PowerLossOps
-from segments.fileio import use_ops
+from seglog.engine import Engine, Record, errors
+from seglog.segments.faults import PowerLossOps
+from seglog.segments.fileio import use_ops
 
 
 class SlowPowerLoss(PowerLossOps):

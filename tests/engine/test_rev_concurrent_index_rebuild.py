@@ -6,7 +6,7 @@ loads it first -- readers do not take the partition lock and LogSegment._load_in
 import asyncio
 from pathlib import Path
 
-from engine import Engine, LogConfig, PartitionLog, Record
+from seglog.engine import Engine, LogConfig, PartitionLog, Record
 
 CONFIG = LogConfig(index_interval_bytes=64, segment_index_bytes=1 << 20, segment_bytes=1 << 19)
 

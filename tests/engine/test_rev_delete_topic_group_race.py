@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from engine import Engine, errors
-from segments.fileio import FileOps, use_ops
+from seglog.engine import Engine, errors
+from seglog.segments.fileio import FileOps, use_ops
 
 
 class SlowGroupWrite(FileOps):

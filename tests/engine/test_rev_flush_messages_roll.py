@@ -2,9 +2,9 @@
 sealed segment's unflushed tail, and the background flush of that segment is then skipped."""
 from pathlib import Path
 
-from engine import Engine, LogConfig, Record
-from segments.faults import PowerLossOps
-from segments.fileio import use_ops
+from seglog.engine import Engine, LogConfig, Record
+from seglog.segments.faults import PowerLossOps
+from seglog.segments.fileio import use_ops
 
 
 async def test_recovery_point_claims_unsynced_sealed_segment(tmp_path: Path) -> None:

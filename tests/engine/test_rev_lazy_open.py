@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from enginehelpers import break_first_segment, open_log_files_under
 
-from engine import Engine, LogConfig, Record, errors
+from seglog.engine import Engine, LogConfig, Record, errors
 
 
 async def fill(root: Path, topic: str = "t", partitions: int = 2, segments: int = 3,
@@ -98,7 +98,7 @@ async def test_a_clean_close_writes_a_record_the_next_open_cannot_read(
     # engine cannot open the directory it closed cleanly, instead of falling back to an eager open
     # (FORMAT.md §7: "a record that does not parse is logged and the open opens every partition").
     # The bound is scaled down here so that a few dozen real segments cross it.
-    from engine import _fs
+    from seglog.engine import _fs
 
     async with Engine.open(tmp_path) as engine:
         await engine.create_topic("t", partitions=1)

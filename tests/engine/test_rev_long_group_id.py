@@ -3,7 +3,7 @@ base64 (4/3 longer, plus '.json' and '.tmp'): any id over ~185 bytes exceeds NAM
 commit_offset fails with StorageError (ENAMETOOLONG) for a group id the API declared valid."""
 from pathlib import Path
 
-from engine import Engine
+from seglog.engine import Engine
 
 
 async def test_commit_with_longest_valid_group_id(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from enginehelpers import open_log_files_under
 
-from engine import Engine, Record, errors
-from segments.faults import FailingOps
-from segments.fileio import FileOps, use_ops
+from seglog.engine import Engine, Record, errors
+from seglog.segments.faults import FailingOps
+from seglog.segments.fileio import FileOps, use_ops
 
 
 class SlowSync(FileOps):

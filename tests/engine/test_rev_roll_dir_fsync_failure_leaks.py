@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from enginehelpers import open_log_files_under
 
-from engine import Engine, LogConfig, Record, errors
-from segments.faults import FailingOps
-from segments.fileio import use_ops
+from seglog.engine import Engine, LogConfig, Record, errors
+from seglog.segments.faults import FailingOps
+from seglog.segments.fileio import use_ops
 
 
 async def test_failed_roll_does_not_leak_segment(tmp_path: Path) -> None:

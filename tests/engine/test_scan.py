@@ -19,13 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import scan
-from engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, format_checkpoint
-from engine.errors import CorruptRecordError
-from indexes import OffsetIndex, TimeIndex
-from segments.batch import HEADER_SIZE, TimestampType, decode_batch, encode_batch, read_header
-from segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
-from segments.records import Record
+from seglog.engine import scan
+from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, format_checkpoint
+from seglog.engine.errors import CorruptRecordError
+from seglog.indexes import OffsetIndex, TimeIndex
+from seglog.segments.batch import HEADER_SIZE, TimestampType, decode_batch, encode_batch, read_header
+from seglog.segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
+from seglog.segments.records import Record
 
 INDEX_BYTES = 4096
 
@@ -378,8 +378,8 @@ def test_decode_columns_refuses_a_bad_body() -> None:
 
 
 async def test_reads_beside_a_running_engine_see_exactly_what_was_appended(tmp_path: Path) -> None:
-    from engine.config import LogConfig
-    from engine.engine import Engine
+    from seglog.engine.config import LogConfig
+    from seglog.engine.engine import Engine
 
     config = LogConfig(segment_bytes=8 * 1024, index_interval_bytes=512, segment_index_bytes=4096)
     async with Engine.open(tmp_path, config) as engine:
@@ -409,7 +409,7 @@ def test_column_buffers_hold_the_rows_of_scan_range(
 ) -> None:
     # Null keys and values, empty values, headers on some rows, a batch of one, big values, and a
     # chunk byte cap smaller than one batch: the buffers must hold exactly scan_range's rows.
-    import segments.batch as batch_module
+    import seglog.segments.batch as batch_module
 
     if not c_module:
         monkeypatch.setattr(batch_module, "_fast", None)
@@ -443,8 +443,8 @@ def test_a_batch_that_could_pass_2_gib_of_values_starts_a_new_chunk(
     # INT_MAX), far more than the byte cap leaves room for: a chunk must be handed on before a batch
     # that might not fit, never fail inside decode_buffers. Values "held" are faked (nbytes only), and
     # the cap is lifted so that it does not hand the chunk on first.
-    import segments.batch as batch_module
-    import segments.columns as columns_module
+    import seglog.segments.batch as batch_module
+    import seglog.segments.columns as columns_module
 
     if not c_module:
         monkeypatch.setattr(batch_module, "_fast", None)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from indexes import ClosedError, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from indexes.search import largest_lower_bound
-from indexes.time_index import TIME_ENTRY
+from seglog.indexes import ClosedError, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from seglog.indexes.search import largest_lower_bound
+from seglog.indexes.time_index import TIME_ENTRY
 
 BASE = 5000
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexes.search import (
+from seglog.indexes.search import (
     WARM_SECTION_BYTES,
     bisect_ceiling,
     bisect_floor,

@@ -16,10 +16,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from indexes import IndexFullError, InvalidOffsetError, OffsetIndex, TimeIndex
-from indexes.abstract import AbstractIndex
-from indexes.offset_index import OFFSET_ENTRY
-from indexes.time_index import TIME_ENTRY
+from seglog.indexes import IndexFullError, InvalidOffsetError, OffsetIndex, TimeIndex
+from seglog.indexes.abstract import AbstractIndex
+from seglog.indexes.offset_index import OFFSET_ENTRY
+from seglog.indexes.time_index import TIME_ENTRY
 
 SLOTS = 40
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from indexes import LazyIndex, OffsetIndex, StorageError, TimeIndex
+from seglog.indexes import LazyIndex, OffsetIndex, StorageError, TimeIndex
 
 
 def test_factories_open_the_right_index(tmp_path: Path) -> None:

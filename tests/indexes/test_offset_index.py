@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from indexes import (
+from seglog.indexes import (
     ClosedError,
     CorruptIndexError,
     IndexFullError,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from indexes import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from indexes.abstract import PREPARE_AHEAD_BYTES
+from seglog.indexes import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from seglog.indexes.abstract import PREPARE_AHEAD_BYTES
 
 BASE = 1000
 SIZE = 1 << 20
@@ -115,7 +115,7 @@ def test_a_read_only_closed_or_resized_index_is_left_alone(tmp_path: Path) -> No
 async def test_an_engine_append_prepares_the_active_indexes(tmp_path: Path) -> None:
     # Through the public API: after appends that add index entries, the next entries of both index
     # files of the active segment land on written bytes, not on holes.
-    from engine import Engine, Record
+    from seglog.engine import Engine, Record
 
     async with Engine.open(tmp_path) as engine:
         await engine.create_topic("t", partitions=1)

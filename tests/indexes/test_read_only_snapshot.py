@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from indexes import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from seglog.indexes import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 
 
 def test_reader_survives_the_writer_trimming_the_file(tmp_path: Path) -> None:

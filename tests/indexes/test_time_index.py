@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from indexes import (
+from seglog.indexes import (
     CorruptIndexError,
     IndexFullError,
     IndexOffsetOverflowError,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from indexes import AbortedTxn, CorruptIndexError, InvalidOffsetError, StorageError, TransactionIndex
+from seglog.indexes import AbortedTxn, CorruptIndexError, InvalidOffsetError, StorageError, TransactionIndex
 
 A = AbortedTxn(0, 0, 10, 11)
 B = AbortedTxn(1, 5, 15, 13)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine import Engine, errors
-from tools.replay.format import Workload, WorkloadRow, derive_partitions
+from seglog.engine import Engine, errors
+from seglog.tools.replay.format import Workload, WorkloadRow, derive_partitions
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample-workload.parquet"

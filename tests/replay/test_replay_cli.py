@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from replay_helpers import SAMPLE
 
-from tools.cli import main
-from tools.replay.format import load_workload
-from tools.replay.sample import generate_sample
+from seglog.tools.cli import main
+from seglog.tools.replay.format import load_workload
+from seglog.tools.replay.sample import generate_sample
 
 
 @pytest.mark.parametrize("argv", [["replay"], ["record"], ["workload"], ["workload", "validate"],
@@ -105,7 +105,7 @@ def test_record_from_a_missing_directory_is_a_usage_error(tmp_path: Path,
 def test_without_the_replay_extra_commands_say_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tools.replay import cliutil
+    from seglog.tools.replay import cliutil
 
     monkeypatch.setattr(cliutil, "EXTRA_MODULES", ("pyarrow", "no_such_module_for_seglog"))
     assert main(["workload", "validate", str(SAMPLE)]) == 1

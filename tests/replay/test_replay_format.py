@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.replay.format import (
+from seglog.tools.replay.format import (
     METADATA_KEY,
     Finding,
     WorkloadError,
@@ -24,7 +24,7 @@ from tools.replay.format import (
     to_arrow,
     write_workload,
 )
-from tools.replay.validate import topic_name_problem, validate_file
+from seglog.tools.replay.validate import topic_name_problem, validate_file
 
 ROWS = [
     WorkloadRow(topic="orders", ts_ns=1_000, producer="p1", seq=0, key=b"k1", value=b"v1",

@@ -8,8 +8,8 @@ import time
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from tools.replay.pacing import Pacer, parse_speed
-from tools.replay.stats import Latency, Throughput, throughput_interval_ns
+from seglog.tools.replay.pacing import Pacer, parse_speed
+from seglog.tools.replay.stats import Latency, Throughput, throughput_interval_ns
 
 
 @pytest.mark.parametrize(("text", "speed"), [("1", 1.0), ("2.5", 2.5), ("10x", 10.0), ("MAX", None), ("inf", None)])

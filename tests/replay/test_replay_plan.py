@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from engine.partitioner import partition_for_key
-from tools.replay import plan as plan_mod
-from tools.replay.format import Workload, WorkloadRow, derive_partitions, write_workload
-from tools.replay.plan import (
+from seglog.engine.partitioner import partition_for_key
+from seglog.tools.replay import plan as plan_mod
+from seglog.tools.replay.format import Workload, WorkloadRow, derive_partitions, write_workload
+from seglog.tools.replay.plan import (
     FetchStep,
     ProduceStep,
     build_plan,
     record_digest,
     synthetic_value,
 )
-from tools.replay.sample import generate_sample
-from tools.replay.validate import validate_file
+from seglog.tools.replay.sample import generate_sample
+from seglog.tools.replay.validate import validate_file
 
 
 def test_partition_for_key_is_to_positive_modulo() -> None:

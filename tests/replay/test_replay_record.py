@@ -7,11 +7,11 @@ from pathlib import Path
 
 from replay_helpers import partition_contents
 
-from engine import Engine, Record
-from tools.replay.format import load_workload
-from tools.replay.plan import build_plan
-from tools.replay.recorder import RecordingEngine, record_log
-from tools.replay.runner import ReplayOptions, replay_into
+from seglog.engine import Engine, Record
+from seglog.tools.replay.format import load_workload
+from seglog.tools.replay.plan import build_plan
+from seglog.tools.replay.recorder import RecordingEngine, record_log
+from seglog.tools.replay.runner import ReplayOptions, replay_into
 
 BASE_MS = 1_795_341_600_000
 
@@ -42,7 +42,7 @@ async def test_record_then_replay_into_a_fresh_directory_gives_the_same_records(
         recorded = await record_log(engine)
     assert recorded.partitions == {"audit": 1, "orders": 2}
     assert len(recorded.rows) == 2 * 5 * 4 + 3
-    from tools.replay.format import write_workload
+    from seglog.tools.replay.format import write_workload
 
     path = write_workload(tmp_path / "w.parquet", recorded.rows, recorded.partitions)
     plan = build_plan(load_workload(path))  # validates: ts_ns clamped, so it never goes back
@@ -63,7 +63,7 @@ async def test_a_time_range_selects_offsets_like_list_offsets(tmp_path: Path) ->
 
 
 async def test_recording_an_unknown_topic_is_an_error(tmp_path: Path) -> None:
-    from engine import errors
+    from seglog.engine import errors
 
     async with Engine.open(tmp_path / "src") as engine:
         try:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from replay_helpers import SAMPLE, partition_contents, workload
 
-from engine import Engine
-from tools.replay.format import WorkloadError, WorkloadRow, load_workload
-from tools.replay.plan import build_plan
-from tools.replay.plots import write_plots
-from tools.replay.report import SCHEMA, build_report, print_summary
-from tools.replay.runner import Replayer, ReplayOptions, replay_into
+from seglog.engine import Engine
+from seglog.tools.replay.format import WorkloadError, WorkloadRow, load_workload
+from seglog.tools.replay.plan import build_plan
+from seglog.tools.replay.plots import write_plots
+from seglog.tools.replay.report import SCHEMA, build_report, print_summary
+from seglog.tools.replay.runner import Replayer, ReplayOptions, replay_into
 
 
 async def test_sample_replays_at_max_speed_and_the_log_holds_it(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ async def test_report_has_every_section_and_sane_percentiles(tmp_path: Path) -> 
 
 
 async def test_small_segments_roll_and_the_report_counts_them(tmp_path: Path) -> None:
-    from engine import LogConfig
+    from seglog.engine import LogConfig
 
     rows = [WorkloadRow(topic="t", ts_ns=i, producer="a", seq=i, partition=0, value_size=2000) for i in range(200)]
     plan = build_plan(workload(rows))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from seghelpers import SegmentFactory
 
-from segments.segment import LogSegment
+from seglog.segments.segment import LogSegment
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from segments.batch import TimestampType, encode_batch, read_header
-from segments.fileio import Buffer, FileOps
-from segments.records import Record
-from segments.segment import LogSegment
+from seglog.segments.batch import TimestampType, encode_batch, read_header
+from seglog.segments.fileio import Buffer, FileOps
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment
 
 SegmentFactory = Callable[..., Coroutine[Any, Any, LogSegment]]
 

@@ -10,7 +10,7 @@ import asyncio
 import multiprocessing
 from pathlib import Path
 
-from engine import Engine, Record
+from seglog.engine import Engine, Record
 
 
 async def produce(root: Path, values: list[bytes]) -> list[bytes]:

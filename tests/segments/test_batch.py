@@ -8,7 +8,7 @@ import google_crc32c
 import msgpack
 import pytest
 
-from segments.batch import (
+from seglog.segments.batch import (
     CRC_START,
     HEADER,
     HEADER_SIZE,
@@ -28,8 +28,8 @@ from segments.batch import (
     scan_batches,
     verify_crc,
 )
-from segments.errors import CorruptRecordError
-from segments.records import Record
+from seglog.segments.errors import CorruptRecordError
+from seglog.segments.records import Record
 
 CT = TimestampType.CREATE_TIME
 MAX = 1 << 20

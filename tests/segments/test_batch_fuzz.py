@@ -14,7 +14,7 @@ import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segments.batch import (
+from seglog.segments.batch import (
     MAGIC,
     ScanStop,
     TimestampType,
@@ -28,8 +28,8 @@ from segments.batch import (
     read_header,
     scan_batches,
 )
-from segments.errors import CorruptRecordError
-from segments.records import Record
+from seglog.segments.errors import CorruptRecordError
+from seglog.segments.records import Record
 
 MAX = 64 * 1024
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segments.batch import (
+from seglog.segments.batch import (
     CRC_START,
     HEADER,
     HEADER_SIZE,
@@ -30,8 +30,8 @@ from segments.batch import (
     find_timestamp,
     read_header,
 )
-from segments.errors import CorruptRecordError
-from segments.records import Record
+from seglog.segments.errors import CorruptRecordError
+from seglog.segments.records import Record
 
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

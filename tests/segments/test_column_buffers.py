@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import segments.batch as batch_module
-from segments.batch import MAGIC, TimestampType, encode_batch, read_header
-from segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
-from segments.errors import CorruptRecordError
-from segments.records import Record
+import seglog.segments.batch as batch_module
+from seglog.segments.batch import MAGIC, TimestampType, encode_batch, read_header
+from seglog.segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
+from seglog.segments.errors import CorruptRecordError
+from seglog.segments.records import Record
 
 # SEGLOG_PURE_PYTHON=1 (make pytest-pure) turns the C module off on purpose: tests of the C code itself skip.
 needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
@@ -140,7 +140,7 @@ def test_the_c_reader_is_what_decodes_a_plain_batch(monkeypatch: pytest.MonkeyPa
     def refuse(*args: object, **kwargs: object) -> bool:
         raise AssertionError("decode_columns was called for a plain batch")
 
-    monkeypatch.setattr("segments.columns.decode_columns", refuse)
+    monkeypatch.setattr("seglog.segments.columns.decode_columns", refuse)
     out = ColumnBuffers()
     decode_buffers(buf, 0, read_header(buf), out)
     assert out.rows == 2 and out.keys.null_count == 1 and out.values.null_count == 1

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from seghelpers import LoopThreadOps
 
-from indexes.errors import ClosedError, StorageError
-from segments import fileio
-from segments.faults import FailingOps, PowerLossOps
-from segments.fileio import FileOps, SegmentFile
+from seglog.indexes.errors import ClosedError, StorageError
+from seglog.segments import fileio
+from seglog.segments.faults import FailingOps, PowerLossOps
+from seglog.segments.fileio import FileOps, SegmentFile
 
 
 async def test_create_append_read_reopen(tmp_path: Path) -> None:

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import segments.batch as batch_module
-from indexes.errors import StorageError
-from segments.batch import (
+import seglog.segments.batch as batch_module
+from seglog.indexes.errors import StorageError
+from seglog.segments.batch import (
     LateBody,
     TimestampType,
     decode_batch,
@@ -30,9 +30,9 @@ from segments.batch import (
     read_header,
     verify_crc,
 )
-from segments.faults import FailingOps
-from segments.fileio import SegmentFile
-from segments.records import Record
+from seglog.segments.faults import FailingOps
+from seglog.segments.fileio import SegmentFile
+from seglog.segments.records import Record
 
 needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
 

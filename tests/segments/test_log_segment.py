@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from seghelpers import SegmentFactory, batch, size_of
 
-import segments.batch as batch_module
-from indexes.errors import ClosedError, StorageError
-from segments import fileio
-from segments.batch import TimestampType, encode_batch, encode_batch_parts, read_header
-from segments.errors import SegmentOffsetOverflowError
-from segments.faults import FailingOps
-from segments.records import Record
-from segments.segment import FIRST_BATCH_TIMESTAMP_UNKNOWN, LogOffsetMetadata, LogSegment, RollParams
+import seglog.segments.batch as batch_module
+from seglog.indexes.errors import ClosedError, StorageError
+from seglog.segments import fileio
+from seglog.segments.batch import TimestampType, encode_batch, encode_batch_parts, read_header
+from seglog.segments.errors import SegmentOffsetOverflowError
+from seglog.segments.faults import FailingOps
+from seglog.segments.records import Record
+from seglog.segments.segment import FIRST_BATCH_TIMESTAMP_UNKNOWN, LogOffsetMetadata, LogSegment, RollParams
 
 INT_MAX = 2**31 - 1
 

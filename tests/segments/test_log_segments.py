@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from seghelpers import SegmentFactory
 
-from segments.segment import LogSegments
+from seglog.segments.segment import LogSegments
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from seghelpers import batch
 
-from indexes.errors import ClosedError
-from segments.fileio import FileOps, in_thread
-from segments.segment import LogSegment
+from seglog.indexes.errors import ClosedError
+from seglog.segments.fileio import FileOps, in_thread
+from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=4096, index_interval_bytes=1 << 30, roll_jitter_ms=0, now_ms=0)
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from seghelpers import batch
 
-from indexes import OffsetIndex, abstract
-from indexes.abstract import AbstractIndex
-from indexes.errors import ClosedError
-from segments.segment import LogSegment
+from seglog.indexes import OffsetIndex, abstract
+from seglog.indexes.abstract import AbstractIndex
+from seglog.indexes.errors import ClosedError
+from seglog.segments.segment import LogSegment
 
 
 class _GatedOs:
@@ -149,7 +149,7 @@ async def test_engine_an_append_whose_follow_up_work_fails_is_acknowledged_and_k
     # The same through the engine: the writer used to hand the BaseException to the caller (the
     # append "failed", the log end stayed) while the record was in the file and came back after a
     # reopen. Now the append is acknowledged, and kept.
-    from engine import Engine, Record
+    from seglog.engine import Engine, Record
 
     async with Engine.open(tmp_path) as engine:
         await engine.create_topic("t", partitions=1)

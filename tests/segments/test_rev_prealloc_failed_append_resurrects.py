@@ -8,9 +8,9 @@ import errno
 import pytest
 from seghelpers import batch
 
-from indexes.errors import StorageError
-from segments.fileio import FileOps
-from segments.segment import LogSegment
+from seglog.indexes.errors import StorageError
+from seglog.segments.fileio import FileOps
+from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=4096, index_interval_bytes=4096, roll_jitter_ms=0, now_ms=0)
 

@@ -4,7 +4,7 @@ import os
 
 from seghelpers import batch
 
-from segments.segment import LogSegment
+from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0, now_ms=0)
 

@@ -5,8 +5,8 @@ only checks _check_open: both rename/remove files of the read-only snapshot."""
 import pytest
 from seghelpers import batch
 
-from indexes.errors import ClosedError
-from segments.segment import LogSegment
+from seglog.indexes.errors import ClosedError
+from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0, now_ms=0)
 

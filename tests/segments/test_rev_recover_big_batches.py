@@ -1,9 +1,9 @@
 """Chunked recovery with batches larger than the 4 MiB chunk, straddling chunk boundaries, and a torn
 big batch at the end: everything valid kept, only the torn tail cut, indexes as a fresh build."""
 
-from segments.batch import TimestampType, encode_batch
-from segments.records import Record
-from segments.segment import LogSegment
+from seglog.segments.batch import TimestampType, encode_batch
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=1 << 16, index_interval_bytes=4096, roll_jitter_ms=0, now_ms=0)
 MiB = 1 << 20

@@ -6,8 +6,8 @@ instead of the data's timestamps (and first_batch_timestamp says 'unknown' for a
 
 from seghelpers import batch
 
-from segments.fileio import in_thread
-from segments.segment import LogSegment
+from seglog.segments.fileio import in_thread
+from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0)
 

@@ -4,7 +4,7 @@ import random
 
 from seghelpers import batch
 
-from segments.segment import LogSegment
+from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=1 << 16, index_interval_bytes=150, roll_jitter_ms=0, now_ms=0)
 

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from seghelpers import LoopThreadOps, SegmentFactory
 
-from segments.batch import TimestampType, encode_batch
-from segments.faults import FailingOps
-from segments.records import Record
-from segments.segment import LogSegment
+from seglog.segments.batch import TimestampType, encode_batch
+from seglog.segments.faults import FailingOps
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment
 
 
 def encoded(offset: int, values: Sequence[bytes], timestamps: Sequence[int]) -> bytes:

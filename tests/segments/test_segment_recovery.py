@@ -14,11 +14,11 @@ import msgpack
 import pytest
 from seghelpers import SegmentFactory, batch
 
-from segments.batch import MAGIC_V1, TimestampType, encode_batch
-from segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
-from segments.faults import PowerLossOps
-from segments.records import Record
-from segments.segment import LogSegment
+from seglog.segments.batch import MAGIC_V1, TimestampType, encode_batch
+from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
+from seglog.segments.faults import PowerLossOps
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment
 
 MAX_BATCH = 1 << 20
 

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import segments.batch as batch_module
-from segments.batch import (
+import seglog.segments.batch as batch_module
+from seglog.segments.batch import (
     MAGIC,
     TimestampType,
     body_columns,
@@ -32,8 +32,8 @@ from segments.batch import (
     find_timestamp,
     read_header,
 )
-from segments.errors import CorruptRecordError
-from segments.records import Record
+from seglog.segments.errors import CorruptRecordError
+from seglog.segments.records import Record
 
 # SEGLOG_PURE_PYTHON=1 (make pytest-pure) turns the C module off on purpose: tests of the C code itself skip.
 needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
@@ -48,7 +48,7 @@ def test_the_c_module_is_built_and_used() -> None:
     # path; on this project's machines (and in CI) the build must succeed, or every speed figure
     # in docs/PERFORMANCE.md is wrong. This catches a silently failed build.
     assert batch_module._fast is not None
-    assert batch_module._fast.__name__ == "segments._speedups"
+    assert batch_module._fast.__name__ == "seglog.segments._speedups"
 
 
 @contextmanager

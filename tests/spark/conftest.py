@@ -17,7 +17,7 @@ pytest.importorskip("pyspark")
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tools.spark.session import spark_session
+    from seglog.tools.spark.session import spark_session
 
     session = spark_session(
         "local[2,2]",

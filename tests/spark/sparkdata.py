@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine import scan
-from engine.config import LogConfig
-from engine.runner import run
-from segments.records import Record
+from seglog.engine import scan
+from seglog.engine.config import LogConfig
+from seglog.engine.runner import run
+from seglog.segments.records import Record
 
 SMALL = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=1024, segment_index_bytes=4096)
 BASE_TS = 1_700_000_000_000
@@ -30,7 +30,7 @@ def record(topic: str, partition: int, i: int) -> Record:
 
 def build_log(path: Path, layout: dict[str, list[int]], *, per_batch: int = 10) -> dict[tuple[str, int], int]:
     """Create topics with ``layout[topic][p]`` records in partition ``p``; return records per partition."""
-    from engine.engine import Engine
+    from seglog.engine.engine import Engine
 
     async def fill() -> None:
         async with Engine.open(path, SMALL) as engine:
@@ -46,7 +46,7 @@ def build_log(path: Path, layout: dict[str, list[int]], *, per_batch: int = 10) 
 
 
 def append_records(path: Path, topic: str, partition: int, first: int, count: int) -> None:
-    from engine.engine import Engine
+    from seglog.engine.engine import Engine
 
     async def fill() -> None:
         async with Engine.open(path, SMALL) as engine:

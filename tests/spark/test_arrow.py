@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from engine.scan import ColumnBuffers, RecordColumns
-from tools.spark.arrow import arrow_schema, buffers_to_batch, columns_to_batch
+from seglog.engine.scan import ColumnBuffers, RecordColumns
+from seglog.tools.spark.arrow import arrow_schema, buffers_to_batch, columns_to_batch
 
 
 def columns(offsets: list[int], types: list[int]) -> RecordColumns:

@@ -18,8 +18,8 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from tools.spark.options import EARLIEST, LATEST, OptionError, parse_read_options, split_partition_key
-from tools.spark.source import PushedBounds, _push, _rate_limit
+from seglog.tools.spark.options import EARLIEST, LATEST, OptionError, parse_read_options, split_partition_key
+from seglog.tools.spark.source import PushedBounds, _push, _rate_limit
 
 
 def test_defaults_follow_the_kafka_source() -> None:
@@ -103,7 +103,7 @@ def test_rate_limit_splits_by_backlog_and_never_overshoots() -> None:
 
 
 def test_pipeline_command_refuses_bad_arguments_before_starting_spark(capsys: pytest.CaptureFixture[str]) -> None:
-    from tools.cli import main
+    from seglog.tools.cli import main
 
     assert main(["pipeline", "prepare-workload", "in.jsonl", "-o", "w.parquet", "--partitions", "orders"]) == 2
     assert "TOPIC=N" in capsys.readouterr().err
@@ -112,7 +112,7 @@ def test_pipeline_command_refuses_bad_arguments_before_starting_spark(capsys: py
 
 
 def _ranges(sizes_mib: list[int]) -> list[Any]:
-    from engine.scan import SegmentRange
+    from seglog.engine.scan import SegmentRange
 
     return [
         SegmentRange("t", i // 2, f"/x/{i}.log", 0, 0, size << 20, 0, 2**63 - 1) for i, size in enumerate(sizes_mib)
@@ -120,7 +120,7 @@ def _ranges(sizes_mib: list[int]) -> list[Any]:
 
 
 def test_segment_ranges_are_packed_into_tasks_as_spark_packs_files() -> None:
-    from tools.spark.source import pack_ranges
+    from seglog.tools.spark.source import pack_ranges
 
     def shape(sizes: list[int], max_bytes: int, min_partitions: int) -> list[int]:
         packed = pack_ranges(_ranges(sizes), max_bytes, min_partitions)
@@ -146,7 +146,7 @@ def test_min_partitions_and_max_partition_bytes_options() -> None:
 
 
 def test_read_seglog_passes_the_session_parallelism_when_it_has_one() -> None:
-    from tools.spark import _default_parallelism
+    from seglog.tools.spark import _default_parallelism
 
     class Local:
         class sparkContext:  # mimics pyspark's attribute

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from sparkdata import append_records, build_log
 
-from tools.replay.format import WorkloadRow, load_workload, row_to_json
-from tools.spark import read_seglog
-from tools.spark.jobs import MANIFEST_NAME, aggregate_reports, export_log, import_files, prepare_workload
+from seglog.tools.replay.format import WorkloadRow, load_workload, row_to_json
+from seglog.tools.spark import read_seglog
+from seglog.tools.spark.jobs import MANIFEST_NAME, aggregate_reports, export_log, import_files, prepare_workload
 
 pytestmark = pytest.mark.spark
 

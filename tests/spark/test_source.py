@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sparkdata import BASE_TS, build_log, reads, record
 
-from engine import scan
-from tools.spark import read_seglog
+from seglog.engine import scan
+from seglog.tools.spark import read_seglog
 
 pytestmark = pytest.mark.spark
 

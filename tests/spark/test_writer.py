@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sparkdata import build_log
 
-from engine.partitioner import partition_for_key
-from tools.spark import read_seglog
-from tools.spark.writer import STAGING_DIR
+from seglog.engine.partitioner import partition_for_key
+from seglog.tools.spark import read_seglog
+from seglog.tools.spark.writer import STAGING_DIR
 
 pytestmark = pytest.mark.spark
 

@@ -17,7 +17,7 @@ the documented way to leave a directory as a crash would), the standard
 library, msgpack, google-crc32c, sqlite3, diskcache and rich.
 """
 
-from tools.bench.report import RATIO_KEYS, ROW_KEYS, SCALING_KEYS, Report
-from tools.bench.runner import SECTIONS, BenchOptions, run_bench
+from seglog.tools.bench.report import RATIO_KEYS, ROW_KEYS, SCALING_KEYS, Report
+from seglog.tools.bench.runner import SECTIONS, BenchOptions, run_bench
 
 __all__ = ["RATIO_KEYS", "ROW_KEYS", "SCALING_KEYS", "SECTIONS", "BenchOptions", "Report", "run_bench"]

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from engine import Record
+from seglog.engine import Record
 
 KEY_BYTES: Final = 16  # research/perf.md's record shape: 16-B key, 100-B value, int timestamp
 BASE_TIMESTAMP_MS: Final = 1_700_000_000_000

@@ -20,7 +20,7 @@ from typing import Any, Final
 import google_crc32c
 import msgpack
 
-from tools.bench.timing import now
+from seglog.tools.bench.timing import now
 
 READ_CHUNK: Final = 1 << 20  # bench/pipeline.py C1 reads 1 MiB at a time
 SCAN_CHUNK: Final = 4 << 20  # the engine's recovery reads 4 MiB chunks

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from tools._output import Column, print_table
+from seglog.tools._output import Column, print_table
 
 Unit = Literal["rec/s", "us", "MB/s", "s", "MB"]
 COLUMNS: Final = ("seglog", "raw", "sqlite_normal", "sqlite_full", "diskcache")

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
 
-from engine import Engine, LogConfig, run
-from tools.bench import references as ref
-from tools.bench import scaling, workloads
-from tools.bench.data import BASE_TIMESTAMP_MS, Dataset, Scratch, remove
-from tools.bench.report import Report
-from tools.bench.timing import Latency, Rate, Rounds, interleave, now, settle
+from seglog.engine import Engine, LogConfig, run
+from seglog.tools.bench import references as ref
+from seglog.tools.bench import scaling, workloads
+from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset, Scratch, remove
+from seglog.tools.bench.report import Report
+from seglog.tools.bench.timing import Latency, Rate, Rounds, interleave, now, settle
 
 SECTIONS: Final = ("produce", "fetch", "lookup", "recovery", "open", "memory", "scaling")
 CONCURRENT_CALLERS: Final = 100

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from engine import Engine, LogConfig, Record
-from tools.bench.data import BASE_TIMESTAMP_MS, Dataset
-from tools.bench.timing import now
-from tools.bench.workloads import TOPIC
+from seglog.engine import Engine, LogConfig, Record
+from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset
+from seglog.tools.bench.timing import now
+from seglog.tools.bench.workloads import TOPIC
 
 RECOVERY_POINT_FILE: Final = "recovery-point-offset-checkpoint"  # DESIGN §2
 CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"  # DESIGN §2

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
-from engine import Engine, LogConfig, PartitionLog, Record
-from tools.bench.timing import now
+from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.tools.bench.timing import now
 
 TOPIC: Final = "bench"
 FETCH_BYTES: Final = 1 << 20  # one consumer fetch: Kafka's default max.partition.fetch.bytes

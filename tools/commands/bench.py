@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tools._output import EXIT_OK, UsageError, epilog, note
-from tools.bench import SECTIONS, BenchOptions, run_bench
-from tools.bench.report import markdown
+from seglog.tools._output import EXIT_OK, UsageError, epilog, note
+from seglog.tools.bench import SECTIONS, BenchOptions, run_bench
+from seglog.tools.bench.report import markdown
 
 NOTES = f"""\
 Sections: {", ".join(SECTIONS)}. Every figure is printed beside its raw

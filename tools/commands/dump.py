@@ -13,9 +13,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine import inspect
-from engine.inspect import Finding, Severity
-from tools._output import (
+from seglog.engine import inspect
+from seglog.engine.inspect import Finding, Severity
+from seglog.tools._output import (
     EXIT_FINDINGS,
     EXIT_OK,
     UsageError,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine import inspect
-from tools._output import EXIT_OK, add_command, add_json, add_log_dir, iso, log_dir_of, print_json, time_arg
+from seglog.engine import inspect
+from seglog.tools._output import EXIT_OK, add_command, add_json, add_log_dir, iso, log_dir_of, print_json, time_arg
 
 
 def register(subparsers: Any) -> None:

@@ -13,9 +13,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine import inspect
-from engine.errors import UnknownTopicOrPartitionError
-from tools._output import (
+from seglog.engine import inspect
+from seglog.engine.errors import UnknownTopicOrPartitionError
+from seglog.tools._output import (
     EXIT_OK,
     UsageError,
     add_command,

@@ -83,7 +83,7 @@ def register(subparsers: Any) -> None:
 
 
 def _session(args: argparse.Namespace) -> Any:
-    from tools.spark.session import spark_session
+    from seglog.tools.spark.session import spark_session
 
     conf = {}
     for item in args.conf:
@@ -112,7 +112,7 @@ def _emit(args: argparse.Namespace, doc: dict[str, Any], summary: str) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from tools.spark.jobs import export_log
+    from seglog.tools.spark.jobs import export_log
 
     def body(spark: Any) -> int:
         result = export_log(spark, args.log_dir, args.out_dir, topics=args.topics)
@@ -126,7 +126,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from tools.spark.jobs import import_files
+    from seglog.tools.spark.jobs import import_files
 
     def body(spark: Any) -> int:
         count = import_files(spark, args.inputs, args.log_dir, fmt=args.format, topic=args.topic,
@@ -138,7 +138,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from tools.spark.jobs import prepare_workload
+    from seglog.tools.spark.jobs import prepare_workload
 
     counts: dict[str, int] = {}
     for item in args.partitions:
@@ -163,7 +163,7 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tools.spark.jobs import aggregate_reports
+    from seglog.tools.spark.jobs import aggregate_reports
 
     def body(spark: Any) -> int:
         rows = aggregate_reports(spark, args.inputs, args.output)

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
-from engine import Engine, Record
-from engine.partitioner import partition_for_key
-from tools._output import (
+from seglog.engine import Engine, Record
+from seglog.engine.partitioner import partition_for_key
+from seglog.tools._output import (
     EXIT_OK,
     UsageError,
     add_command,

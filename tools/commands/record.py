@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tools._output import UsageError, add_log_dir, log_dir_of, note, print_json, progress, time_arg
-from tools.replay.cliutil import missing_extra
+from seglog.tools._output import UsageError, add_log_dir, log_dir_of, note, print_json, progress, time_arg
+from seglog.tools.replay.cliutil import missing_extra
 
 EPILOG = """\
 Each record becomes a produce row with its partition, its timestamp and
@@ -62,10 +62,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--to-time must be after --from-time")
     if missing_extra():
         return 1
-    from engine import Engine
-    from engine import run as run_async
-    from tools.replay.format import write_workload
-    from tools.replay.recorder import record_log
+    from seglog.engine import Engine
+    from seglog.engine import run as run_async
+    from seglog.tools.replay.format import write_workload
+    from seglog.tools.replay.recorder import record_log
 
     async def record() -> Any:
         async with Engine.open(log_dir) as engine:

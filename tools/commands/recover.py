@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine import Engine, RecoveryProgress, inspect
-from tools._output import (
+from seglog.engine import Engine, RecoveryProgress, inspect
+from seglog.tools._output import (
     EXIT_OK,
     Column,
     add_command,

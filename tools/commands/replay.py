@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tools._output import (
+from seglog.tools._output import (
     UsageError,
     add_log_dir,
     key_value_arg,
@@ -25,7 +25,7 @@ from tools._output import (
     progress,
     stderr_console,
 )
-from tools.replay.cliutil import missing_extra, print_findings, speed_arg, topic_count_arg
+from seglog.tools.replay.cliutil import missing_extra, print_findings, speed_arg, topic_count_arg
 
 EPILOG = """\
 The workload is Parquet (a file or a dataset directory) or JSON Lines; see
@@ -83,12 +83,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--consumers must be >= 0")
     if missing_extra():
         return 1
-    from engine import LogConfig, errors
-    from engine import run as run_async
-    from tools.replay.format import WorkloadError, load_workload
-    from tools.replay.plan import build_plan
-    from tools.replay.report import build_report, print_summary
-    from tools.replay.runner import ReplayOptions, replay_into
+    from seglog.engine import LogConfig, errors
+    from seglog.engine import run as run_async
+    from seglog.tools.replay.format import WorkloadError, load_workload
+    from seglog.tools.replay.plan import build_plan
+    from seglog.tools.replay.report import build_report, print_summary
+    from seglog.tools.replay.runner import ReplayOptions, replay_into
 
     try:
         config = LogConfig.from_properties(dict(args.config))
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report is not None:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         if not args.no_plots:
-            from tools.replay.plots import write_plots
+            from seglog.tools.replay.plots import write_plots
 
             report["plots"] = [str(p) for p in write_plots(report, args.report)]
         _write_json(args.report, report)

@@ -12,9 +12,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine import Engine, LogConfig, inspect
-from engine.errors import TopicExistsError, UnknownTopicOrPartitionError
-from tools._output import (
+from seglog.engine import Engine, LogConfig, inspect
+from seglog.engine.errors import TopicExistsError, UnknownTopicOrPartitionError
+from seglog.tools._output import (
     EXIT_OK,
     Column,
     UsageError,

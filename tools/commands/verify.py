@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine import inspect
-from engine.inspect import Severity
-from tools._output import (
+from seglog.engine import inspect
+from seglog.engine.inspect import Severity
+from seglog.tools._output import (
     EXIT_FINDINGS,
     EXIT_OK,
     add_command,

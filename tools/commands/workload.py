@@ -12,8 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tools._output import Column, UsageError, note, print_json, print_table
-from tools.replay.cliutil import missing_extra, print_findings, topic_count_arg
+from seglog.tools._output import Column, UsageError, note, print_json, print_table
+from seglog.tools.replay.cliutil import missing_extra, print_findings, topic_count_arg
 
 EPILOG = """\
 Examples:
@@ -73,8 +73,8 @@ def run_validate(args: argparse.Namespace) -> int:
     """Exit 0 when the file has no problems, 1 with the findings (stderr; ``--json`` on stdout)."""
     if missing_extra():
         return 1
-    from tools.replay.format import WorkloadError, read_raw
-    from tools.replay.validate import validate_raw
+    from seglog.tools.replay.format import WorkloadError, read_raw
+    from seglog.tools.replay.validate import validate_raw
 
     try:
         raw = read_raw(args.file)
@@ -100,7 +100,7 @@ def run_describe(args: argparse.Namespace) -> int:
     """Rows per topic and op, producers and time span of a valid workload (exit 1 when invalid)."""
     if missing_extra():
         return 1
-    from tools.replay.format import WorkloadError, load_workload
+    from seglog.tools.replay.format import WorkloadError, load_workload
 
     try:
         w = load_workload(args.file)
@@ -136,8 +136,8 @@ def run_generate(args: argparse.Namespace) -> int:
         raise UsageError("--duration must be > 0")
     if missing_extra():
         return 1
-    from tools.replay.format import write_workload
-    from tools.replay.sample import DEFAULT_DURATION_S, DEFAULT_SEED, generate_sample
+    from seglog.tools.replay.format import write_workload
+    from seglog.tools.replay.sample import DEFAULT_DURATION_S, DEFAULT_SEED, generate_sample
 
     seed = DEFAULT_SEED if args.seed is None else args.seed
     w = generate_sample(seed, DEFAULT_DURATION_S if args.duration is None else args.duration)

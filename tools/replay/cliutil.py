@@ -14,7 +14,7 @@ import importlib.util
 from collections.abc import Iterable
 from typing import Final
 
-from tools._output import note
+from seglog.tools._output import note
 
 MISSING_EXTRA: Final = (
     "this command needs the 'replay' extra (pyarrow, hdrhistogram, matplotlib): pip install 'seglog[replay]'"
@@ -25,7 +25,7 @@ EXTRA_MODULES: Final = ("pyarrow", "hdrh", "matplotlib")
 
 def speed_arg(text: str) -> float | None:
     """argparse type for ``--speed``: ``1``, ``2.5``, ``10x`` or ``max``."""
-    from tools.replay.pacing import parse_speed
+    from seglog.tools.replay.pacing import parse_speed
 
     try:
         return parse_speed(text)

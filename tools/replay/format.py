@@ -46,7 +46,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine import errors
+from seglog.engine import errors
 
 # Version of the metadata object; part of the format.
 FORMAT_VERSION: Final = 1
@@ -483,7 +483,7 @@ def load_workload(path: str | Path, partitions: Mapping[str, int] | None = None)
         WorkloadError: the file is missing or unreadable, or any row is invalid
             (the error's ``findings`` name row and column of each problem).
     """
-    from tools.replay.validate import validate_raw
+    from seglog.tools.replay.validate import validate_raw
 
     raw = read_raw(path)
     if partitions:

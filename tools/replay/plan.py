@@ -31,8 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from engine.partitioner import partition_for_key
-from tools.replay.format import (
+from seglog.engine.partitioner import partition_for_key
+from seglog.tools.replay.format import (
     DEFAULT_FETCH_MAX_BYTES,
     OP_FETCH,
     OP_PRODUCE,

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from hdrh.histogram import HdrHistogram
 
-from tools.replay.stats import CURVE_PERCENTILES
+from seglog.tools.replay.stats import CURVE_PERCENTILES
 
 # Curves drawn in the latency plot, in legend order.
 CURVE_KINDS: Final = ("append", "append_corrected", "fetch", "fetch_time", "end_to_end", "schedule_lag")

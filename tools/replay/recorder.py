@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from engine import Record, errors
-from tools.replay.format import (
+from seglog.engine import Record, errors
+from seglog.tools.replay.format import (
     OP_FETCH,
     OP_FETCH_TIME,
     TOMBSTONE_SIZE,
@@ -39,7 +39,7 @@ from tools.replay.format import (
     WorkloadRow,
     write_workload,
 )
-from tools.replay.runner import EngineLike, PartitionLogLike, count_partitions
+from seglog.tools.replay.runner import EngineLike, PartitionLogLike, count_partitions
 
 # Read size of the recording pass; the engine returns at least one record per read anyway.
 RECORD_READ_BYTES: Final = 1 << 20

@@ -18,8 +18,8 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from tools.replay.plan import ReplayPlan
-from tools.replay.runner import ReplayOptions, ReplayOutcome, segments_rolled
+from seglog.tools.replay.plan import ReplayPlan
+from seglog.tools.replay.runner import ReplayOptions, ReplayOutcome, segments_rolled
 
 SCHEMA: Final = "seglog.replay-report/1"
 LATENCY_KINDS: Final = ("append", "append_corrected", "fetch", "fetch_time", "end_to_end", "schedule_lag")

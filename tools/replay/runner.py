@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from engine import Record, errors
-from tools.replay.format import OP_FETCH
-from tools.replay.pacing import Pacer
-from tools.replay.plan import (
+from seglog.engine import Record, errors
+from seglog.tools.replay.format import OP_FETCH
+from seglog.tools.replay.pacing import Pacer
+from seglog.tools.replay.plan import (
     Batch,
     FetchStep,
     ProduceStep,
@@ -55,7 +55,7 @@ from tools.replay.plan import (
     combine_checksum,
     record_digest,
 )
-from tools.replay.stats import Latency, Throughput, throughput_interval_ns
+from seglog.tools.replay.stats import Latency, Throughput, throughput_interval_ns
 
 # Time between starting the tasks and the first intended send, so that the first
 # sends are not late only because dozens of tasks were still being created.
@@ -211,7 +211,7 @@ async def ensure_topics(engine: EngineLike, partitions: dict[str, int]) -> list[
     Raises:
         tools.replay.format.WorkloadError: an existing topic has fewer partitions than the workload uses.
     """
-    from tools.replay.format import Finding, WorkloadError
+    from seglog.tools.replay.format import Finding, WorkloadError
 
     existing = set(engine.topics())
     created = []
@@ -702,7 +702,7 @@ async def replay_into(
         errors.SeglogError: the engine cannot open the directory (locked, corrupt) or refuses a topic.
         tools.replay.format.WorkloadError: an existing topic is too small for the workload.
     """
-    from engine import Engine, LogConfig
+    from seglog.engine import Engine, LogConfig
 
     before = storage_snapshot(log_dir, plan.topic_partitions)
     async with Engine.open(log_dir, config=config if config is not None else LogConfig()) as engine:

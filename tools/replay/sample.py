@@ -28,8 +28,8 @@ import json
 import random
 from typing import Final
 
-from engine.partitioner import partition_for_key
-from tools.replay.format import OP_FETCH, OP_FETCH_TIME, TOMBSTONE_SIZE, Workload, WorkloadRow
+from seglog.engine.partitioner import partition_for_key
+from seglog.tools.replay.format import OP_FETCH, OP_FETCH_TIME, TOMBSTONE_SIZE, Workload, WorkloadRow
 
 DEFAULT_SEED: Final = 7
 DEFAULT_DURATION_S: Final = 12.0

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from tools.replay.format import (
+from seglog.tools.replay.format import (
     COLUMNS,
     OP_FETCH,
     OP_FETCH_TIME,

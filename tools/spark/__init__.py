@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.spark.source import SeglogDataSource
+from seglog.tools.spark.source import SeglogDataSource
 
 __all__ = ["FORMAT", "SeglogDataSource", "read_seglog", "register"]
 

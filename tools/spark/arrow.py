@@ -33,8 +33,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from engine.scan import ColumnBuffers, RecordColumns
-from segments.columns import BinaryBuffers
+from seglog.engine.scan import ColumnBuffers, RecordColumns
+from seglog.segments.columns import BinaryBuffers
 
 __all__ = ["SCHEMA", "SCHEMA_DDL", "arrow_schema", "batch_rows", "buffers_to_batch", "columns_to_batch"]
 

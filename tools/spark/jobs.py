@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from engine import errors, scan
-from tools.spark import read_seglog
-from tools.spark.options import partition_key
+from seglog.engine import errors, scan
+from seglog.tools.spark import read_seglog
+from seglog.tools.spark.options import partition_key
 
 __all__ = [
     "MANIFEST_NAME",
@@ -288,8 +288,8 @@ def prepare_workload(
     """
     from pyspark.sql import functions as F
 
-    from tools.replay.format import COLUMN_TYPES, derive_partitions, read_raw, rows_from_raw, write_workload
-    from tools.replay.validate import validate_raw
+    from seglog.tools.replay.format import COLUMN_TYPES, derive_partitions, read_raw, rows_from_raw, write_workload
+    from seglog.tools.replay.validate import validate_raw
 
     df = _read_inputs(spark, inputs, None)
     for name in COLUMN_TYPES:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from engine import errors
+from seglog.engine import errors
 
 __all__ = [
     "EARLIEST",

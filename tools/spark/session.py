@@ -45,7 +45,7 @@ def spark_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from tools.spark import register
+    from seglog.tools.spark import register
 
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = dict(_LOCAL_CONF) if master.startswith("local") else {}

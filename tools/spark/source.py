@@ -42,9 +42,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from engine import scan
-from tools.spark.arrow import SCHEMA, buffers_to_batch
-from tools.spark.options import (
+from seglog.engine import scan
+from seglog.tools.spark.arrow import SCHEMA, buffers_to_batch
+from seglog.tools.spark.options import (
     EARLIEST,
     LATEST,
     OffsetSpec,
@@ -441,7 +441,7 @@ class SeglogDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         """The batch writer (:class:`tools.spark.writer.SeglogWriter`)."""
-        from tools.spark.writer import SeglogWriter
+        from seglog.tools.spark.writer import SeglogWriter
 
         return SeglogWriter(dict(self.options), schema, overwrite)
 

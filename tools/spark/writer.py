@@ -43,14 +43,14 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from engine import errors, scan
-from engine.names import validate_partition, validate_topic
-from engine.partitioner import partition_for_key
-from engine.runner import run
-from segments.batch import HEADER_SIZE, TimestampType, encode_batch, read_header
-from segments.records import Record
-from tools.spark.arrow import batch_rows
-from tools.spark.options import OptionError
+from seglog.engine import errors, scan
+from seglog.engine.names import validate_partition, validate_topic
+from seglog.engine.partitioner import partition_for_key
+from seglog.engine.runner import run
+from seglog.segments.batch import HEADER_SIZE, TimestampType, encode_batch, read_header
+from seglog.segments.records import Record
+from seglog.tools.spark.arrow import batch_rows
+from seglog.tools.spark.options import OptionError
 
 __all__ = ["STAGING_DIR", "SeglogCommitMessage", "SeglogWriter", "StagedFile", "staged_chunks"]
 
@@ -232,7 +232,7 @@ class SeglogWriter(DataSourceArrowWriter):
         shutil.rmtree(self.staging, ignore_errors=True)
 
     async def _append(self, files: list[StagedFile]) -> None:
-        from engine.engine import Engine
+        from seglog.engine.engine import Engine
 
         needed: dict[str, int] = {}
         for f in files:
