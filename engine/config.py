@@ -11,12 +11,14 @@ Must not import: ``tools``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from seglog.engine.errors import InvalidConfigError
+from seglog.segments.batch import MIN_BATCH_SIZE
 
 __all__ = [
     "CREATE_TIME",
@@ -65,8 +67,35 @@ MIN_SEGMENT_BYTES: Final = 256
 # The time index reserves its last slot for the entry written at roll/close, so
 # an index must hold at least two 12-byte entries to ever take one at append.
 MIN_SEGMENT_INDEX_BYTES: Final = 24
+# Kafka accepts max.message.bytes=0, which refuses every batch; seglog refuses a
+# limit below its smallest batch (one record without key or value), which would.
+MIN_MAX_MESSAGE_BYTES: Final = MIN_BATCH_SIZE
+
+_C = TypeVar("_C")
 
 
+def _keyword_fields_only(cls: type[_C]) -> type[_C]:
+    """Make the dataclass ``__init__`` refuse a positional argument or an unknown field with
+    ``InvalidConfigError`` (naming the known fields), not the bare ``TypeError`` Python raises."""
+    generated: Callable[..., None] = cls.__init__
+
+    @functools.wraps(generated)
+    def __init__(self: _C, *args: object, **kwargs: Any) -> None:
+        if args:
+            raise InvalidConfigError(
+                f"{cls.__name__} takes keyword arguments only (segment_bytes=..., ...), got {len(args)} positional"
+            )
+        unknown = sorted(set(kwargs) - {f.name for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+        if unknown:
+            known = ", ".join(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+            raise InvalidConfigError(f"unknown {cls.__name__} field(s) {', '.join(unknown)}; known fields: {known}")
+        generated(self, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[method-assign,assignment]
+    return cls
+
+
+@_keyword_fields_only
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LogConfig:
     """Per-topic log settings (Kafka topic configs, snake_case).
@@ -118,14 +147,15 @@ class LogConfig:
         _at_least("index_interval_bytes", self.index_interval_bytes, 0, INT_MAX)
         _at_least("flush_messages", self.flush_messages, 1)
         _at_least("flush_ms", self.flush_ms, 0)
-        _at_least("retention_ms", self.retention_ms, -1)
+        _at_least("retention_ms", self.retention_ms, -1, hint="; -1 keeps records forever")
         _at_least("file_delete_delay_ms", self.file_delete_delay_ms, 0)
-        _at_least("max_message_bytes", self.max_message_bytes, 0, INT_MAX)
-        if self.retention_bytes > LONG_MAX or self.retention_bytes < -LONG_MAX - 1:
-            raise InvalidConfigError(f"retention.bytes must fit a 64-bit long, got {self.retention_bytes}")
-        for name in ("segment_ms", "flush_messages", "flush_ms", "retention_ms", "file_delete_delay_ms"):
-            if getattr(self, name) > LONG_MAX:
-                raise InvalidConfigError(f"{_kafka_key(name)} must fit a 64-bit long, got {getattr(self, name)}")
+        _at_least(
+            "max_message_bytes", self.max_message_bytes, MIN_MAX_MESSAGE_BYTES, INT_MAX,
+            hint=f"; {MIN_MAX_MESSAGE_BYTES} bytes is the smallest batch (one record without key or value)",
+        )
+        # Kafka reads every negative retention.bytes as "no limit"; seglog takes only its documented
+        # -1, so that a typo such as -7 is refused rather than silently turning retention off.
+        _at_least("retention_bytes", self.retention_bytes, -1, hint="; -1 means no limit")
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise InvalidConfigError(
                 f"message.timestamp.type must be 'CreateTime' or 'LogAppendTime', got {self.message_timestamp_type!r}"
@@ -141,11 +171,21 @@ class LogConfig:
         file. Keys not given keep the value of ``base`` (default: Kafka's defaults).
 
         Raises:
-            InvalidConfigError: an unknown key, a value that does not parse, or a
-                value outside its allowed range.
+            InvalidConfigError: ``props`` is not a mapping with ``str`` keys,
+                ``base`` is not a ``LogConfig``, an unknown key, a value that
+                does not parse, or a value outside its allowed range.
         """
+        if not isinstance(props, Mapping):
+            raise InvalidConfigError(
+                f"from_properties takes a mapping of Kafka config keys to values (such as "
+                f"{{'segment.bytes': '65536'}}), got {type(props).__name__} {props!r}"
+            )
+        if base is not None and not isinstance(base, LogConfig):
+            raise InvalidConfigError(f"base must be a LogConfig or None, got {type(base).__name__}")
         overrides: dict[str, Any] = {}
         for key, raw in props.items():
+            if not isinstance(key, str):
+                raise InvalidConfigError(f"log config keys must be str (such as 'segment.bytes'), got {key!r}")
             name = key.replace(".", "_").replace("-", "_")
             if name not in _FIELD_TYPES:
                 known = ", ".join(sorted(_kafka_key(n) for n in _FIELD_TYPES))
@@ -205,10 +245,10 @@ def _kafka_key(name: str) -> str:
     return name.replace("_", ".")
 
 
-def _at_least(name: str, value: int, low: int, high: int = LONG_MAX) -> None:
+def _at_least(name: str, value: int, low: int, high: int = LONG_MAX, *, hint: str = "") -> None:
     if not low <= value <= high:
-        upper = "" if high == LONG_MAX else f" and at most {high}"
-        raise InvalidConfigError(f"{_kafka_key(name)} must be at least {low}{upper}, got {value}")
+        upper = {INT_MAX: "2**31-1 (a 32-bit int)", LONG_MAX: "2**63-1 (a 64-bit long)"}.get(high, str(high))
+        raise InvalidConfigError(f"{_kafka_key(name)} must be at least {low} and at most {upper}{hint}, got {value}")
 
 
 _FIELD_TYPES: Final[dict[str, type]] = {

@@ -59,11 +59,12 @@ from seglog.engine.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.engine.groups import GroupOffsets, validate_group
-from seglog.engine.log import PartitionLog
-from seglog.engine.names import partition_dir_name, validate_partition, validate_topic
+from seglog.engine.groups import GroupOffsets
+from seglog.engine.log import PartitionLog, log_task_failure
+from seglog.engine.names import partition_dir_name
 from seglog.engine.partitioner import KeyPartitioner
 from seglog.engine.results import AppendResult, RecordMetadata
+from seglog.engine.validate import validate_group, validate_offset, validate_partition, validate_topic
 from seglog.segments.fileio import in_thread
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment, LogSegments
@@ -257,14 +258,25 @@ class Engine:
 
         Raises:
             LogDirLockedError: another engine holds the directory.
-            InvalidConfigError: ``config`` is not a ``LogConfig``, or an
-                interval is not positive.
+            InvalidConfigError: ``path`` is not a str or path holding no NUL,
+                ``config`` is not a ``LogConfig``, a flag is not a bool,
+                ``on_progress`` is not callable, or an interval is not positive.
             StorageError: the directory cannot be created or read.
         """
+        if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+            raise InvalidConfigError(f"path must be a str or os.PathLike, got {type(path).__name__} {path!r}")
+        text = os.fspath(path)
+        if not isinstance(text, str) or "\x00" in text:
+            raise InvalidConfigError(f"path must be a str path without NUL characters, got {text!r}")
         if config is None:
             config = LogConfig()
         if not isinstance(config, LogConfig):
             raise InvalidConfigError(f"config must be a LogConfig, got {type(config).__name__}")
+        for flag, flag_value in (("read_only", read_only), ("force_recovery", force_recovery)):
+            if not isinstance(flag_value, bool):
+                raise InvalidConfigError(f"{flag} must be a bool, got {type(flag_value).__name__} {flag_value!r}")
+        if on_progress is not None and not callable(on_progress):
+            raise InvalidConfigError(f"on_progress must be callable or None, got {type(on_progress).__name__}")
         for name, value in (
             ("retention_check_interval_ms", retention_check_interval_ms),
             ("checkpoint_interval_ms", checkpoint_interval_ms),
@@ -274,7 +286,7 @@ class Engine:
                 raise InvalidConfigError(f"{name} must be a positive int (milliseconds), got {value!r}")
         return _Opening(
             {
-                "path": Path(os.path.abspath(path)),
+                "path": Path(os.path.abspath(text)),
                 "config": config,
                 "read_only": read_only,
                 "on_progress": on_progress,
@@ -823,11 +835,19 @@ class Engine:
         """The ``PartitionLog`` of ``topic``'s partition ``partition``.
 
         Raises:
+            InvalidTopicError: ``topic`` is not a valid topic name, or
+                ``partition`` is not an int in [0, 1,000,000) (a ``bool`` or
+                ``1.0`` would otherwise find partition 1: they hash as 1).
             UnknownTopicOrPartitionError: no such topic or partition.
         """
         self._check_open()
+        if type(partition) is not int or type(topic) is not str:  # exact types: the common case costs nothing
+            validate_topic(topic)
+            validate_partition(partition)
         plog = self._logs.get((topic, partition))
         if plog is None:
+            validate_topic(topic)
+            validate_partition(partition)
             if topic in self._topics:
                 raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} has {self._topics[topic].partitions} partition(s); there is no partition "
@@ -843,8 +863,11 @@ class Engine:
 
     def _topic(self, topic: str) -> _Topic:
         self._check_open()
+        if type(topic) is not str:
+            validate_topic(topic)
         state = self._topics.get(topic)
         if state is None:
+            validate_topic(topic)
             raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}; create it with create_topic()")
         return state
 
@@ -867,10 +890,14 @@ class Engine:
         ``produce`` calls to one partition are written together (group commit).
 
         Raises:
+            InvalidTopicError: an invalid topic name or partition number.
             UnknownTopicOrPartitionError: no such topic or partition.
             InvalidRecordError, RecordTooLargeError, StorageError: as ``PartitionLog.append``.
         """
         state = self._topic(topic)
+        given: object = headers  # callers may pass anything; check before trusting the annotation
+        if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+            raise InvalidRecordError(f"headers must be a sequence of (str, bytes) pairs, got {type(given).__name__}")
         if partition is None:
             if key is not None and not isinstance(key, bytes):
                 raise InvalidRecordError(f"key must be bytes or None, got {type(key).__name__}")
@@ -889,30 +916,49 @@ class Engine:
         It is fsynced before this returns.
 
         Raises:
-            InvalidRecordError: an empty group id or a negative offset.
+            InvalidRecordError: a group id that breaks the rules of
+                ``engine.validate`` (empty, not valid UTF-8, NUL, too long), or an
+                offset that is not an int in [0, 2**63-1].
+            InvalidTopicError: an invalid topic name or partition number.
             UnknownTopicOrPartitionError: no such topic or partition.
         """
         self._check_writable()
         validate_group(group)
         self.log(topic, partition)
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidRecordError(f"committed offset must be a non-negative int, got {offset!r}")
+        validate_offset(offset, "committed offset")
         await self._groups.commit(group, {(topic, partition): offset})
 
     async def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Commit several positions of ``group`` atomically (one file write)."""
+        """Commit several positions of ``group`` atomically (one file write).
+
+        Raises:
+            InvalidRecordError, InvalidTopicError, UnknownTopicOrPartitionError:
+                as :meth:`commit_offset`, for any entry; nothing is committed then.
+        """
         self._check_writable()
         validate_group(group)
-        for (topic, partition), offset in offsets.items():
-            self.log(topic, partition)
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise InvalidRecordError(f"committed offset must be a non-negative int, got {offset!r}")
+        if not isinstance(offsets, Mapping):
+            raise InvalidRecordError(
+                f"offsets must be a mapping of (topic, partition) to offset, got {type(offsets).__name__}"
+            )
+        for key, offset in offsets.items():
+            if not isinstance(key, tuple) or len(key) != 2:
+                raise InvalidRecordError(f"offsets keys must be (topic, partition) pairs, got {key!r}")
+            self.log(*key)
+            validate_offset(offset, "committed offset")
         await self._groups.commit(group, dict(offsets))
 
     async def committed(self, group: str, topic: str, partition: int) -> int | None:
-        """``group``'s committed offset in ``topic``/``partition``, or ``None``."""
+        """``group``'s committed offset in ``topic``/``partition``, or ``None``.
+
+        Raises:
+            InvalidRecordError: an invalid group id.
+            InvalidTopicError: an invalid topic name or partition number.
+        """
         self._check_open()
         validate_group(group)
+        validate_topic(topic)
+        validate_partition(partition)
         return self._groups.committed(group, topic, partition)
 
     def groups(self) -> list[str]:
@@ -1010,11 +1056,7 @@ class Engine:
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
-            log.error("%s: background task %s failed: %s", self.path, task.get_name(), exc, exc_info=exc)
+        log_task_failure(task, where=str(self.path))
 
     def _start_background(self) -> None:
         self._spawn(self._every(self.retention_check_interval_ms, self._retention_tick), name="seglog-retention")

@@ -55,16 +55,27 @@ __all__ = [
 ]
 
 
-class InvalidConfigError(SeglogError, ValueError):
-    """A ``LogConfig`` value outside its allowed range, or an unknown config key."""
+# The three errors of a caller's argument are TypeError and ValueError both: one rule can be broken
+# by the type (a bool where an int is wanted) or by the value (an offset beyond int64), and a
+# generic ``except TypeError`` or ``except ValueError`` should catch either.
+
+
+class InvalidConfigError(SeglogError, TypeError, ValueError):
+    """A ``LogConfig`` value of the wrong type or outside its allowed range, or an unknown config key."""
 
 
 class InvalidRecordError(SeglogError, TypeError, ValueError):
-    """A record or batch that cannot be appended: wrong types, empty batch, bad headers."""
+    """A record, batch or call argument that cannot be used.
+
+    Wrong types, an empty batch, bad headers, an offset or timestamp outside
+    int64 or its call's range, or a consumer group id that breaks the rules of
+    ``engine.validate``.
+    """
 
 
-class InvalidTopicError(SeglogError, ValueError):
-    """A topic name that breaks Kafka's rules (``[A-Za-z0-9._-]``, 1-249 chars, not ``.``/``..``)."""
+class InvalidTopicError(SeglogError, TypeError, ValueError):
+    """A topic name that breaks Kafka's rules (``[A-Za-z0-9._-]``, 1-249 chars, not ``.``/``..``),
+    or a partition number that is not an int in [0, 1,000,000)."""
 
 
 class TopicExistsError(SeglogError):

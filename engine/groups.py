@@ -28,7 +28,7 @@ import logging
 from pathlib import Path
 from typing import Final
 
-from seglog.engine.errors import InvalidRecordError
+from seglog.engine.validate import validate_group
 from seglog.segments.fileio import atomic_write, in_thread, make_dirs, remove
 
 __all__ = ["GroupOffsets", "validate_group"]
@@ -36,24 +36,9 @@ __all__ = ["GroupOffsets", "validate_group"]
 log = logging.getLogger("seglog")
 
 GROUP_FILE_VERSION: Final = 1  # part of the on-disk format
-MAX_GROUP_ID_LENGTH: Final = 255
 _SUFFIX: Final = ".json"
 
 TopicPartition = tuple[str, int]
-
-
-def validate_group(group: object) -> str:
-    """Return ``group`` if it is a usable group id (a non-empty str of at most 255 characters).
-
-    Raises:
-        InvalidRecordError: not a str, empty, or too long.
-    """
-    if not isinstance(group, str) or not group:
-        raise InvalidRecordError(f"group id must be a non-empty str, got {group!r}")
-    if len(group) > MAX_GROUP_ID_LENGTH:
-        raise InvalidRecordError(f"group id is {len(group)} characters long; the maximum is {MAX_GROUP_ID_LENGTH}")
-    return group
-
 
 # File names stay under the 255-byte limit of most file systems, temp suffix included: a group id
 # whose base64 would be longer is named by its SHA-256 instead (the id itself is inside the file).

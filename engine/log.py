@@ -28,7 +28,7 @@ import contextlib
 import logging
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -56,6 +56,7 @@ from seglog.engine.results import (
     OffsetAndTimestamp,
 )
 from seglog.engine.retention import RetentionPlan, SegmentSummary, plan_retention
+from seglog.engine.validate import INT64_MAX, validate_int64, validate_offset, validate_timestamp
 from seglog.segments.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -435,9 +436,14 @@ class PartitionLog:
         Raises:
             CorruptRecordError: ``data`` is not a sequence of valid batches.
             RecordTooLargeError: a batch exceeds ``max_message_bytes`` or ``segment_bytes``.
+            InvalidRecordError: ``data`` is not bytes, a bytearray or a memoryview.
             StorageError, ClosedError: as :meth:`append`.
         """
         self._check_writable()
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidRecordError(
+                f"append_encoded takes bytes, a bytearray or a memoryview, got {type(data).__name__}"
+            )
         config = self.config
         limit = max(config.max_message_bytes, config.segment_bytes)
         items: list[_PendingAppend] = []
@@ -731,7 +737,7 @@ class PartitionLog:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-        task.add_done_callback(_log_task_error)
+        task.add_done_callback(partial(log_task_failure, where=f"{self.topic}-{self.partition}"))
 
     async def roll(self) -> None:
         """Seal the active segment now (a no-op when it is empty)."""
@@ -771,7 +777,12 @@ class PartitionLog:
         self._last_flush_ms = _now_ms()
 
     async def maybe_flush_for_time(self, now_ms: int) -> None:
-        """Apply ``flush.ms``: fsync when unflushed data is older than the limit."""
+        """Apply ``flush.ms``: fsync when unflushed data is older than the limit.
+
+        Raises:
+            InvalidRecordError: ``now_ms`` is not an int that fits int64.
+        """
+        validate_timestamp(now_ms, "now_ms")
         if self._closed or self._read_only or self._recovery_point >= self._log_end_offset:
             return
         if now_ms - self._last_flush_ms >= self.config.flush_ms:
@@ -806,8 +817,9 @@ class PartitionLog:
         end = self._log_end_offset
         start = self._log_start_offset
         if offset < start or offset > end:
+            beyond = "" if 0 <= offset <= INT64_MAX else " (and outside [0, 2**63-1], the range of an offset)"
             raise OffsetOutOfRangeError(
-                f"{self.topic}-{self.partition}: offset {offset} is outside the log [{start}, {end}]; "
+                f"{self.topic}-{self.partition}: offset {offset} is outside the log [{start}, {end}]{beyond}; "
                 f"read from {start} (earliest) or {end} (latest)"
             )
         tail = self._tail
@@ -851,12 +863,11 @@ class PartitionLog:
         largest timestamp. ``None`` when no record qualifies.
 
         Raises:
-            InvalidRecordError: ``timestamp`` is not an int or is a negative
-                value other than the three sentinels.
+            InvalidRecordError: ``timestamp`` is not an int, does not fit int64,
+                or is a negative value other than the three sentinels.
         """
         self._check_open()
-        if isinstance(timestamp, bool) or not isinstance(timestamp, int):
-            raise InvalidRecordError(f"timestamp must be an int (ms since the epoch), got {type(timestamp).__name__}")
+        validate_timestamp(timestamp, "timestamp (ms since the epoch)")
         if timestamp == LATEST_TIMESTAMP:
             return OffsetAndTimestamp(self._log_end_offset, NO_TIMESTAMP)
         if timestamp == EARLIEST_TIMESTAMP:
@@ -903,9 +914,9 @@ class PartitionLog:
         found = await best[1].find_offset_by_timestamp(best[0], starting_offset=self._log_start_offset)
         return None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
 
-    async def subscribe(
+    def subscribe(
         self, start_offset: int | None = None, *, max_bytes: int = DEFAULT_FETCH_BYTES
-    ) -> AsyncIterator[Record]:
+    ) -> AsyncGenerator[Record, None]:
         """Yield records from ``start_offset`` (default: the log start) on, waiting for new ones.
 
         Waiting costs nothing: the iterator sleeps on a future that the next
@@ -913,9 +924,19 @@ class PartitionLog:
         engine is closed or the topic deleted.
 
         Raises:
+            InvalidRecordError: (at once, before iterating) ``start_offset`` is
+                not None or an int in [0, 2**63-1], or ``max_bytes`` is not an
+                int in [0, 2**63-1].
             OffsetOutOfRangeError: the position fell below the log start offset
-                (retention or ``delete_records_before`` removed it).
+                (retention or ``delete_records_before`` removed it), or
+                ``start_offset`` is beyond the log end offset.
         """
+        if start_offset is not None:
+            validate_offset(start_offset, "start_offset")
+        validate_int64(max_bytes, "max_bytes", minimum=0)
+        return self._subscribe(start_offset, max_bytes)
+
+    async def _subscribe(self, start_offset: int | None, max_bytes: int) -> AsyncGenerator[Record, None]:
         if self._unopened is not None:
             await self._open()  # the files' log start and end bound the position
         offset = self._log_start_offset if start_offset is None else start_offset
@@ -956,11 +977,11 @@ class PartitionLog:
         moves down). The new start is checkpointed before this returns.
 
         Raises:
+            InvalidRecordError: ``offset`` is not an int in [0, 2**63-1].
             OffsetOutOfRangeError: ``offset`` is above the log end offset.
         """
         self._check_writable()
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidRecordError(f"offset must be a non-negative int, got {offset!r}")
+        validate_offset(offset)
         if self._unopened is not None:
             await self._open()  # the files' log end, not the record's, bounds the new start
         if offset > self._log_end_offset:
@@ -979,7 +1000,11 @@ class PartitionLog:
 
         ``log_start_only`` applies only the log-start-offset rule (what
         ``delete_records_before`` triggers), not ``retention.ms``/``retention.bytes``.
+
+        Raises:
+            InvalidRecordError: ``now_ms`` is not an int that fits int64.
         """
+        validate_timestamp(now_ms, "now_ms")
         if self._unopened is not None:
             await self._open()
         summaries = [
@@ -1019,7 +1044,12 @@ class PartitionLog:
         return not (config.retention_bytes >= 0 and record.size_bytes >= config.retention_bytes)
 
     async def enforce_retention(self, now_ms: int, *, log_start_only: bool = False) -> int:
-        """Delete what retention allows now; returns the number of segments deleted."""
+        """Delete what retention allows now; returns the number of segments deleted.
+
+        Raises:
+            InvalidRecordError: ``now_ms`` is not an int that fits int64.
+        """
+        validate_timestamp(now_ms, "now_ms")
         if self._closed or self._read_only:
             return 0
         if self._unopened is not None and self._record_keeps_everything(now_ms, log_start_only):
@@ -1140,13 +1170,26 @@ class PartitionLog:
             _warn(f"unclosed {self!r}", ResourceWarning, stacklevel=2, source=self)
 
 
-def _log_task_error(task: asyncio.Task[None]) -> None:
+def log_task_failure(task: asyncio.Task[Any], *, where: str = "") -> None:
+    """Report how a background task failed, once, to the ``seglog`` logger (a done callback).
+
+    A ``SeglogError`` (a disk that failed, say) is one line: its message says
+    what and where, and a traceback on a command line's stderr helps no one.
+    Anything else is a bug in seglog and keeps its traceback. A ``ClosedError``
+    is how a task ends when its log closes under it: not a failure. Taking the
+    exception here also keeps asyncio from reporting it a second time as
+    "exception was never retrieved".
+    """
     if task.cancelled():
         return
     exc = task.exception()
-    if exc is not None and not isinstance(exc, ClosedError):
-        level = logging.ERROR if not isinstance(exc, SeglogError) else logging.WARNING
-        log.log(level, "background task %s failed: %s", task.get_name(), exc, exc_info=exc)
+    if exc is None or isinstance(exc, ClosedError):
+        return
+    prefix = f"{where}: " if where else ""
+    if isinstance(exc, SeglogError):
+        log.error("%sbackground task %s failed: %s", prefix, task.get_name(), exc)
+    else:
+        log.error("%sbackground task %s failed: %r", prefix, task.get_name(), exc, exc_info=exc)
 
 
 

@@ -255,7 +255,10 @@ bin_or_nil_size(PyObject *o)
     return n > ITEM_LIMIT ? -1 : bin_header_size(n) + n;
 }
 
-/* Bytes one record's headers take (they passed headers_ok), or -1 (not UTF-8 encodable, too long, too many). */
+/*
+ * Bytes one record's headers take (they passed headers_ok), or -1 (a key not UTF-8 encodable or
+ * holding NUL, too long, too many): the Python path then raises the error (records.text_problem).
+ */
 static Py_ssize_t
 headers_size(PyObject *h)
 {
@@ -265,10 +268,13 @@ headers_size(PyObject *h)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(h, i);
         Py_ssize_t key_len;
-        if (PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &key_len) == NULL) {
-            PyErr_Clear(); /* e.g. a lone surrogate: the Python path raises msgpack's error */
+        const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &key_len);
+        if (key == NULL) {
+            PyErr_Clear(); /* e.g. a lone surrogate */
             return -1;
         }
+        if (memchr(key, 0, (size_t)key_len) != NULL)
+            return -1;
         Py_ssize_t value_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
         if (key_len > ITEM_LIMIT || value_len > ITEM_LIMIT)
             return -1;

@@ -38,7 +38,7 @@ import google_crc32c
 import msgpack
 
 from seglog.segments.errors import CorruptRecordError
-from seglog.segments.records import Record
+from seglog.segments.records import Record, text_problem
 
 if TYPE_CHECKING:
     from seglog.segments._speedups import Plan as _Plan
@@ -242,7 +242,8 @@ def encode_batch_parts(
 
     Raises:
         ValueError: no records, an offset or timestamp outside int64 / below 0,
-            or a batch whose last offset overflows int64.
+            a batch whose last offset overflows int64, or a header key that is
+            not valid UTF-8 or holds NUL (:func:`~segments.records.text_problem`).
         TypeError: a record that is not a 5-field ``Record``, a key/value that is not
             ``bytes``/``None``, a non-int timestamp, headers not ``(str, bytes)`` pairs.
     """
@@ -447,6 +448,9 @@ def _check_headers(headers: tuple[tuple[object, ...], ...]) -> None:
         for pair in record_headers:
             if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not bytes:
                 raise TypeError(f"a record header must be a (str, bytes) pair, got {pair!r}")
+            problem = text_problem(pair[0])
+            if problem is not None:
+                raise ValueError(f"header key {pair[0]!r} {problem}")
 
 
 # --------------------------------------------------------------------------------------- headers

@@ -31,6 +31,8 @@ from seglog.segments.batch import (
 from seglog.segments.errors import CorruptRecordError
 from seglog.segments.records import Record
 
+_HEADER_KEYS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8)  # valid keys: no NUL
+
 MAX = 64 * 1024
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -40,7 +42,7 @@ records_strategy = st.lists(
         value=st.one_of(st.none(), st.binary(max_size=64)),
         key=st.one_of(st.none(), st.binary(max_size=16)),
         timestamp=st.one_of(st.none(), st.integers(0, 2**45)),
-        headers=st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=8)), max_size=3).map(tuple),
+        headers=st.lists(st.tuples(_HEADER_KEYS, st.binary(max_size=8)), max_size=3).map(tuple),
     ),
     min_size=1,
     max_size=20,

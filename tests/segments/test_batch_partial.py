@@ -33,6 +33,8 @@ from seglog.segments.batch import (
 from seglog.segments.errors import CorruptRecordError
 from seglog.segments.records import Record
 
+_HEADER_KEYS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=4)  # valid keys: no NUL
+
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 records_strategy = st.lists(
@@ -41,7 +43,7 @@ records_strategy = st.lists(
         value=st.one_of(st.none(), st.binary(max_size=48)),
         key=st.one_of(st.none(), st.binary(max_size=8)),
         timestamp=st.integers(0, 2**40),
-        headers=st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=4)), max_size=2).map(tuple),
+        headers=st.lists(st.tuples(_HEADER_KEYS, st.binary(max_size=4)), max_size=2).map(tuple),
     ),
     min_size=1,
     max_size=40,

@@ -34,6 +34,8 @@ from seglog.segments.faults import FailingOps
 from seglog.segments.fileio import SegmentFile
 from seglog.segments.records import Record
 
+_HEADER_KEYS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20)  # valid keys: no NUL
+
 needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
 
 records_strategy = st.builds(
@@ -41,7 +43,7 @@ records_strategy = st.builds(
     value=st.one_of(st.none(), st.binary(max_size=300), st.just(b"v" * 70_000)),
     key=st.one_of(st.none(), st.binary(max_size=40)),
     timestamp=st.one_of(st.none(), st.integers(0, 2**62)),
-    headers=st.one_of(st.just(()), st.lists(st.tuples(st.text(max_size=20), st.binary(max_size=30)), max_size=3).map(
+    headers=st.one_of(st.just(()), st.lists(st.tuples(_HEADER_KEYS, st.binary(max_size=30)), max_size=3).map(
         tuple
     )),
 )

@@ -128,7 +128,9 @@ def test_the_c_encoder_agrees_with_python_on_any_input(
     assert fast == slow
 
 
-header_keys = st.one_of(st.text(max_size=40), st.just("\ud800"), st.just("é" * 20), st.just("k" * 300))
+header_keys = st.one_of(
+    st.text(max_size=40), st.just("\ud800"), st.just("é" * 20), st.just("k" * 300), st.just("k\x00ey")
+)
 wide_records = st.builds(
     Record,
     value=st.one_of(st.none(), st.binary(max_size=300), st.just(b"v" * 70_000)),
@@ -144,7 +146,7 @@ def test_the_c_encoder_uses_every_msgpack_width_as_msgpack_does(
     records: list[Record], ts_type: TimestampType, now_ms: int
 ) -> None:
     # Lengths and integers across msgpack's size classes (fix/8/16/32 bit), non-ASCII and
-    # unencodable (lone surrogate) header keys: the bytes must be msgpack's own.
+    # refused (lone surrogate, NUL) header keys: the bytes must be msgpack's own, the errors Python's.
     fast, slow = both(lambda: encode_batch(0, records, timestamp_type=ts_type, now_ms=now_ms))
     assert fast == slow
 
