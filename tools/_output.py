@@ -32,6 +32,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 from rich.table import Table
 
 from seglog.engine import run
+from seglog.engine.validate import INT64_MAX, INT64_MIN
 
 EXIT_OK: Final = 0
 EXIT_FINDINGS: Final = 1
@@ -108,7 +109,10 @@ def parse_time(text: str) -> int:
     """
     t = text.strip()
     if t.lstrip("-").isdigit():
-        return int(t)
+        ms = int(t)
+        if not INT64_MIN <= ms <= INT64_MAX:
+            raise UsageError(f"{text!r} is outside the range of a timestamp, [-2**63, 2**63-1] milliseconds")
+        return ms
     try:
         when = dt.datetime.fromisoformat(t.replace("Z", "+00:00") if t.endswith("Z") else t)
     except ValueError:
@@ -124,6 +128,17 @@ def time_arg(text: str) -> int:
         return parse_time(text)
     except UsageError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def offset_arg(text: str) -> int:
+    """argparse ``type=`` for an offset: an integer that fits int64 (a Kafka long)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer offset") from None
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is outside the range of an offset, [-2**63, 2**63-1]")
+    return value
 
 
 def iso(ms: int | None) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -66,8 +67,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OneLine(logging.Formatter):
+    """``Error: <message>``: the library's messages say what and where; a traceback is noise on a terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.capitalize()}: {record.getMessage()}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``seglog`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    # The library's warnings and errors (a background task that failed, say) reach stderr as one line
+    # each, like the command's own errors; without a handler Python would print them with tracebacks.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_OneLine())
+    library_log = logging.getLogger("seglog")
+    library_log.addHandler(handler)
+    try:
+        return _main(argv)
+    finally:
+        library_log.removeHandler(handler)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

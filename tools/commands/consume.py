@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from seglog.engine import Engine, inspect
-from seglog.engine.errors import UnknownTopicOrPartitionError
+from seglog.engine.errors import InvalidRecordError, UnknownTopicOrPartitionError
+from seglog.engine.validate import INT64_MAX, INT64_MIN, validate_group
 from seglog.tools._output import (
     EXIT_OK,
     UsageError,
@@ -30,6 +31,7 @@ from seglog.tools._output import (
     json_bytes,
     log_dir_of,
     note,
+    offset_arg,
     print_json,
     run_async,
     text_of,
@@ -69,7 +71,7 @@ def register(subparsers: Any) -> None:
     start.add_argument("--from", dest="start", metavar="earliest|latest|OFFSET", help="where to start")
     start.add_argument("--from-time", type=time_arg, metavar="T", help="start at the first offset with timestamp >= T")
     end = p.add_mutually_exclusive_group()
-    end.add_argument("--to-offset", type=int, metavar="N", help="stop before offset N")
+    end.add_argument("--to-offset", type=offset_arg, metavar="N", help="stop before offset N")
     end.add_argument("--to-time", type=time_arg, metavar="T", help="stop before the first offset with timestamp >= T")
     p.add_argument("--max-messages", "-n", type=int, metavar="N", help="stop after N records in all")
     p.add_argument("--follow", "-f", action="store_true", help="wait for new records at the end of the log")
@@ -130,6 +132,13 @@ def _resolve_start(args: argparse.Namespace, path: Path, partition: int, committ
         offset = int(spec)
     except ValueError:
         raise UsageError(f"--from {spec!r}: use earliest, latest or an offset") from None
+    if not INT64_MIN <= offset <= INT64_MAX:
+        raise UsageError(f"--from {offset}: outside the range of an offset, [-2**63, 2**63-1]")
+    if offset > info.log_end_offset:
+        raise UsageError(
+            f"--from {offset}: past the end of {args.topic}-{partition}, whose next offset is "
+            f"{info.log_end_offset}; use an offset up to {info.log_end_offset}, or --from latest"
+        )
     if offset < 0:
         raise UsageError(f"--from {offset}: offsets are not negative")
     return offset
@@ -152,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--max-messages must not be negative")
     if args.poll_ms < 1:
         raise UsageError("--poll-ms must be at least 1")
+    if args.group is not None:
+        try:
+            validate_group(args.group)  # before anything is consumed: the commit at the end would refuse it
+        except InvalidRecordError as exc:
+            raise UsageError(f"--group: {exc}") from None
     partitions = [p.partition for p in inspect.describe_log_dir(path, topic=args.topic).partitions]
     if not partitions:
         raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")

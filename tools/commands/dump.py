@@ -1,6 +1,8 @@
-"""``seglog dump FILE...``: print batches, records and index entries, like ``kafka-dump-log``.
+"""``seglog dump FILE|DIR...``: print batches, records and index entries, like ``kafka-dump-log``.
 
-Dispatch by suffix: ``.log`` (batch headers; records with ``--print-data`` or
+A partition directory stands for its segment files, segment by segment (``.log``,
+``.index``, ``.timeindex``, ``.txnindex``); a log directory is refused with a
+pointer to ``verify``. Dispatch by suffix: ``.log`` (batch headers; records with ``--print-data`` or
 ``--deep-iteration``), ``.index`` / ``.timeindex`` (entries, then a check of
 every entry against the ``.log`` beside it), ``.txnindex`` (aborted
 transactions). Read-only; a damaged file is reported, not fatal. Exit 1 when a
@@ -11,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from seglog.engine import inspect
 from seglog.engine.inspect import Finding, Severity
+from seglog.engine.names import is_partition_dir_name
 from seglog.tools._output import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -29,8 +32,10 @@ from seglog.tools._output import (
 
 DESCRIPTION = (
     "Print what a segment file holds, like kafka-dump-log: batch headers of a .log (records with "
-    "--print-data), the entries of a .index/.timeindex (checked against the .log beside it) or a .txnindex."
+    "--print-data), the entries of a .index/.timeindex (checked against the .log beside it) or a .txnindex. "
+    "A partition directory dumps each of its segments' files in offset order."
 )
+SEGMENT_SUFFIXES: Final = (".log", ".index", ".timeindex", ".txnindex")
 
 
 def register(subparsers: Any) -> None:
@@ -41,11 +46,13 @@ def register(subparsers: Any) -> None:
         description=DESCRIPTION,
         examples=[
             "seglog dump data/orders-0/00000000000000000000.log --print-data",
+            "seglog dump data/orders-0",
             "seglog dump data/orders-0/*.index --verify-index-only",
             "seglog dump data/orders-0/00000000000000000000.log --json | jq '.files[0].batches | length'",
         ],
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .txnindex files")
+    p.add_argument("files", nargs="+", metavar="FILE|DIR",
+                   help=".log, .index, .timeindex or .txnindex files, or partition directories (DIR/orders-0)")
     p.add_argument("--print-data", action="store_true", help="print each record's key, value and headers")
     p.add_argument("--deep-iteration", action="store_true",
                    help="iterate the records inside batches and report non-consecutive offsets")
@@ -156,13 +163,34 @@ def _dump_txn(path: Path, doc: dict[str, Any] | None) -> None:
               f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
 
 
+def _segment_files(name: str) -> list[Path]:
+    """The files ``name`` stands for: itself, or every segment file of a partition directory.
+
+    Raises:
+        UsageError: no such file or directory, a log directory, or a directory holding no segment.
+    """
+    path = Path(name)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such file or directory")
+    segments = inspect.list_segments(path)
+    if segments:
+        return [f for seg in segments for suffix in SEGMENT_SUFFIXES if (f := seg.sibling(suffix)).is_file()]
+    partitions = sorted(child.name for child in path.iterdir() if is_partition_dir_name(child.name) and child.is_dir())
+    if partitions:
+        raise UsageError(
+            f"{path} is a log directory; dump takes a partition directory (such as {path / partitions[0]}) "
+            f"or segment files. To check the whole directory: seglog verify {path}"
+        )
+    raise UsageError(f"{path}: the directory holds no segment files; give a partition directory or segment files")
+
+
 def run(args: argparse.Namespace) -> int:
     files: list[dict[str, Any]] = []
     all_findings: list[Finding] = []
-    for name in args.files:
-        path = Path(name)
-        if not path.is_file():
-            raise UsageError(f"{path}: no such file")
+    paths = [path for name in args.files for path in _segment_files(name)]  # every argument checked first
+    for path in paths:
         findings: list[Finding] = []
         doc: dict[str, Any] | None = {"path": str(path)} if args.json else None
         kind = path.name.split(".", 1)[-1]

@@ -24,6 +24,7 @@ from seglog.tools._output import (
     add_log_dir,
     log_dir_of,
     note,
+    offset_arg,
     print_json,
     print_table,
     run_async,
@@ -67,7 +68,7 @@ def register(subparsers: Any) -> None:
     to.add_argument("--to-latest", action="store_true", help="the log end offset")
     to.add_argument("--to-datetime", type=time_arg, metavar="T",
                     help="the earliest offset whose timestamp is >= T (the log end if none)")
-    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log's range)")
+    to.add_argument("--to-offset", type=offset_arg, metavar="N", help="offset N (clamped to the log's range)")
     r.add_argument("--execute", action="store_true", help="commit the new positions (default: only show them)")
     add_log_dir(r)
     add_json(r, "the new positions")
