@@ -258,8 +258,8 @@ class Engine:
 
         Raises:
             LogDirLockedError: another engine holds the directory.
-            InvalidConfigError: ``path`` is not a str or path holding no NUL,
-                ``config`` is not a ``LogConfig``, a flag is not a bool,
+            InvalidConfigError: ``path`` is not a str or os.PathLike, or holds
+                NUL; ``config`` is not a ``LogConfig``, a flag is not a bool,
                 ``on_progress`` is not callable, or an interval is not positive.
             StorageError: the directory cannot be created or read.
         """
