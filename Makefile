@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # pyproject.toml (dev, spark, ...: about 1 GB with pyspark). Each has its own stamp, so a venv first made by
 # `make run` gets the missing extras on the first `make test`, and a venv made by `make test` already holds
 # all that `make run` needs (its install touches both stamps).
-RUN_EXTRAS  := replay
+RUN_EXTRAS  ?= replay
 TEST_EXTRAS := $(shell $(PYTHON) -c "import tomllib; print(','.join(tomllib.load(open('pyproject.toml','rb'))['project']['optional-dependencies']))")
 RUN_STAMP   := $(VENV)/.seglog-installed-run
 STAMP       := $(VENV)/.seglog-installed-test
@@ -56,7 +56,8 @@ test-fast: lint typecheck pytest
 
 # The main job: replay the bundled sample workload (examples/, fixed seed) at its recorded pace into
 # the embedded default log directory ./data, with two tailing consumers measuring end-to-end latency;
-# the report (JSON) and plots (PNG) go to ./reports.
+# the report (JSON) goes to ./reports, with PNG plots when the venv has the plots extra (matplotlib, ~170 MB:
+# `make run RUN_EXTRAS=replay,plots`, or any venv made by `make test`).
 run: venv-run
 	$(VENV)/bin/seglog replay examples/sample-workload.parquet --log-dir data --report reports/replay.json --consumers 2
 

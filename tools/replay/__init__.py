@@ -15,7 +15,8 @@ Uses only what ``engine`` exports (``Engine``, ``LogConfig``, ``Record``,
 ``errors``) and the file system listing of a log directory for the storage
 figures of a report. Must not import ``segments`` or ``indexes``.
 
-The submodules that need the ``replay`` extra (pyarrow, hdrhistogram,
-matplotlib) import it at module level; this package's ``__init__`` imports
-none of them, so ``seglog --help`` works without the extra.
+The submodules that need the ``replay`` extra (pyarrow, hdrhistogram) or the
+``plots`` extra (matplotlib, for :mod:`tools.replay.plots` only) import it at
+module level; this package's ``__init__`` imports none of them, so ``seglog
+--help`` works without the extras.
 """
