@@ -82,9 +82,9 @@ __all__ = ["PartitionLog"]
 
 log = logging.getLogger("seglog")
 
-# Largest group the writer hands to one executor hop. perf.md §1: fresh buffers
-# over ~1 MiB cost page faults at ~1.3 GB/s, 8x slower than memcpy, and §3: 1000
-# records per hop already reach ~70-80 % of the synchronous rate.
+# Largest group the writer hands to one executor hop: fresh buffers over ~1 MiB pay page faults
+# (several times slower than a copy into warm memory), and a hop of ~1000 records already amortises
+# most of the hop's cost (docs/PERFORMANCE.md, "Why the constants are what they are").
 MAX_GROUP_BYTES: Final = 1 << 20
 DEFAULT_FETCH_BYTES: Final = 1 << 20
 # Largest last write kept in memory for tailing readers: a few single-record appends or one modest
@@ -219,7 +219,8 @@ class PartitionLog:
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
         self._deleted = False
-        # One reused Packer per writer (msgspec/msgpack advice; perf.md §2: 1.74M vs 1.21M rec/s).
+        # One reused Packer per writer (msgspec/msgpack advice): a new Packer per record costs a third
+        # of the encode rate (docs/PERFORMANCE.md, "Why the constants are what they are").
         self._packer = msgpack.Packer(use_bin_type=True)
         self._timestamp_type = (
             TimestampType.LOG_APPEND_TIME if config.timestamp_is_log_append_time else TimestampType.CREATE_TIME
@@ -422,7 +423,7 @@ class PartitionLog:
             )
 
     async def append_encoded(self, data: bytes | bytearray | memoryview) -> AppendResult:
-        """Append batches that were encoded elsewhere (``segments.batch.encode_batch``), back to back.
+        """Append batches that were encoded elsewhere (``seglog.segments.batch.encode_batch``), back to back.
 
         For bulk writers (the Spark data source's commit): encoding runs in
         parallel tasks, and this places the finished batches. Every batch is

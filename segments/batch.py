@@ -7,13 +7,13 @@ columns (offset deltas, timestamp deltas, keys, values, headers). Everything her
 pure and synchronous: plain functions over bytes and ints, tested without an
 event loop, safe to call from any thread (msgpack and CRC calls hold the GIL).
 
-Every malformed input raises :class:`~segments.errors.CorruptRecordError` and
+Every malformed input raises :class:`~seglog.segments.errors.CorruptRecordError` and
 nothing else; lengths read from a header are bounded by ``max_batch_bytes``
 before anything is allocated, and msgpack limits are bounded by the body length.
 Bad *caller* input to :func:`encode_batch` raises ``TypeError``/``ValueError``.
 
 The per-record loops (encoding a body, checking and building the Records a
-read returns) run in the optional C module ``segments._speedups`` when it is
+read returns) run in the optional C module ``seglog.segments._speedups`` when it is
 built; this module is the reference it is tested against, and takes over for
 anything the C code does not accept (``SEGLOG_PURE_PYTHON=1`` turns it off).
 
@@ -1117,7 +1117,7 @@ def is_v1_batch(read: Callable[[int, int], bytes | bytearray], position: int, en
     ``pread``); ``end`` is where the file's data ends. The CRC-32C is computed
     over 4 MiB reads, so a batch of any size is checked in bounded memory.
     Recovery asks this where its scan stopped, so that a segment written by an
-    older seglog is refused (:class:`~segments.errors.UnsupportedFormatError`)
+    older seglog is refused (:class:`~seglog.segments.errors.UnsupportedFormatError`)
     rather than cut: random bytes pass the CRC-32C with odds of 2**-32.
     """
     head = read(position, HEADER_SIZE)

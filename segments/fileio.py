@@ -18,11 +18,11 @@ Rules this module enforces:
   ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes in ~2 µs and
   raises ``BlockingIOError`` instead of waiting for the disk; then the read is
   redone in the executor.
-* **``OSError`` stops here**: it becomes :class:`~indexes.errors.StorageError`
+* **``OSError`` stops here**: it becomes :class:`~seglog.indexes.errors.StorageError`
   (``raise StorageError(...) from exc``) naming the path and the operation.
 * **The fault-injection seam**: every system call goes through a :class:`FileOps`
   object. Tests install one that fails with ``ENOSPC`` or forgets unsynced writes
-  (``segments.faults``), per file or for the whole process (:func:`use_ops`).
+  (``seglog.segments.faults``), per file or for the whole process (:func:`use_ops`).
 
 Must not import: ``engine`` or ``tools``.
 """
@@ -75,7 +75,7 @@ class LateBuffer(Protocol):
     """A buffer of :meth:`SegmentFile.append` made in the append's worker thread, just before the write.
 
     ``len()`` is its exact size up front; ``materialize()`` returns the bytes
-    (e.g. :class:`segments.batch.LateBody`, a batch body encoded there, so a
+    (e.g. :class:`seglog.segments.batch.LateBody`, a batch body encoded there, so a
     large body is written by the thread, and CPU, that wrote it into memory).
     """
 

@@ -8,7 +8,7 @@ ordered map of a partition's segments.
 Async where the disk is touched, pure where not; a segment never reads a clock
 or knows a topic: ``now_ms``, ``index_interval_bytes``, ``max_index_size``,
 ``roll_jitter_ms`` and the maximum batch size arrive as arguments. All file
-I/O goes through ``segments.fileio`` (one executor hop per operation; page-cache
+I/O goes through ``seglog.segments.fileio`` (one executor hop per operation; page-cache
 reads on the loop). Index files are opened lazily (``LazyIndex``) and always
 loaded in an executor thread.
 
@@ -91,8 +91,9 @@ _HEADER_WINDOW: Final = 8192
 # grows as the syscalls go), but it is one syscall instead of three when syscalls are dear.
 _READ_WINDOW: Final = 32 * 1024
 # Recovery reads the .log in chunks of at least this size (and at least one maximal batch): big
-# enough that the ~85 µs thread hop and per-read costs vanish, small enough to stay out of the
-# fresh-allocation page-fault regime measured in research/perf.md (> ~1-4 MiB buffers).
+# enough that the thread hop and per-read costs vanish, small enough to stay out of the
+# fresh-allocation page-fault regime of larger buffers (docs/PERFORMANCE.md, "Why the constants
+# are what they are").
 _RECOVERY_CHUNK: Final = 4 * 1024 * 1024
 _BATCH_LENGTH = struct.Struct(">i")
 _log = logging.getLogger("seglog")
@@ -929,10 +930,10 @@ class LogSegment:
         """:meth:`append` of the batches ``headers`` describe, whose bytes are ``parts`` back to back.
 
         A batch may span parts (the engine writes each batch as its 61-byte
-        header and its body, from :func:`~segments.batch.encode_batch_parts`,
+        header and its body, from :func:`~seglog.segments.batch.encode_batch_parts`,
         so that a large body is never copied). A part may be a
-        :class:`~segments.fileio.LateBuffer` (a planned body,
-        :func:`~segments.batch.plan_batch_parts`), made in the write's thread.
+        :class:`~seglog.segments.fileio.LateBuffer` (a planned body,
+        :func:`~seglog.segments.batch.plan_batch_parts`), made in the write's thread.
         ``headers`` must be those of the bytes written (with their final base
         offsets); each is checked, and the parts must add up to exactly the
         batches' sizes.

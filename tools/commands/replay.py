@@ -1,6 +1,6 @@
 """``seglog replay``: replay a recorded workload into a log directory and report on it.
 
-A thin shell over :mod:`tools.replay`: load and validate the workload, build
+A thin shell over :mod:`seglog.tools.replay`: load and validate the workload, build
 the plan, run it (uvloop when installed), write the JSON report and the plots,
 print the summary on stderr. Exit 0 when every record landed and was verified
 and nothing failed; 1 for an invalid workload, a failed call or a verification

@@ -2,8 +2,8 @@
 
 The conventions every ``seglog`` command shares (log directory option, time
 parsing, progress bars, notes on stderr, exit codes) live in
-:mod:`tools._output`; this module adds what only the workload commands need.
-Imports only the standard library and :mod:`tools._output` at module level, so
+:mod:`seglog.tools._output`; this module adds what only the workload commands need.
+Imports only the standard library and :mod:`seglog.tools._output` at module level, so
 the command modules can register their parsers without the ``replay`` extra.
 """
 

@@ -4,10 +4,10 @@ Owns: :class:`ReadOptions` and :func:`parse_read_options`, the JSON offset
 forms (``{"orders":{"0":23,"1":-2}}``, -2 earliest, -1 latest), the pushdown
 mode, and :func:`partition_key` for streaming offsets (``"orders-0"``).
 
-Spark hands options over as strings with lowercased keys (``research/spark.md``
-§2); everything here works on that ``CaseInsensitiveDict`` or any mapping.
+Spark hands options over as strings with lowercased keys (pyspark's
+``CaseInsensitiveDict``); everything here works on that or any mapping.
 
-Must not import: ``tools.cli``; no pyspark import (plain values, testable alone).
+Must not import: ``seglog.tools.cli``; no pyspark import (plain values, testable alone).
 """
 
 from __future__ import annotations
