@@ -116,7 +116,7 @@ FILE_NAME_DIGITS: Final = 20  # base offset, zero-padded (Kafka's LogFileUtils)
 PENDING_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
 GROUPS_DIR: Final = "consumer-offsets"
 
-# 8 MiB per pread: a copy of that size takes ~1 ms, so the syscall cost vanishes,
+# 8 MiB per pread: the copy dwarfs the syscall's cost,
 # while a verifier walking a 1 GiB segment holds one chunk, not the file.
 SCAN_CHUNK_BYTES: Final = 8 << 20
 # An index larger than this is not one seglog wrote (segment.index.bytes is an

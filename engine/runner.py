@@ -1,7 +1,7 @@
 """``run``: start an asyncio program on uvloop when it is installed, else on asyncio's loop.
 
 uvloop makes a loop turn and a thread hop markedly cheaper than asyncio's own
-loop (docs/PERFORMANCE.md, "Why the constants are what they are"), so the
+loop (docs/PERFORMANCE.md, "Measurements behind the code"), so the
 command line, the replay tool and the benchmarks start their loop through here. A library user
 who runs their own loop keeps it: seglog works on any asyncio loop.
 

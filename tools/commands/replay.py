@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     plan = build_plan(workload)
     # The plan lives until the end; a full collection over it and the imported modules
-    # (~50,000 objects for the sample) stops the event loop for ~11 ms -- schedule lag.
+    # (tens of thousands of objects for the sample) would stop the event loop mid-replay -- schedule lag.
     gc.collect()
     gc.freeze()
     options = ReplayOptions(speed=args.speed, consumers=args.consumers, verify=not args.no_verify)

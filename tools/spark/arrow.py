@@ -131,7 +131,7 @@ def _type_runs_array(runs: list[tuple[int, int]]) -> pa.Array:
 def _offsets_array(offsets: list[int]) -> pa.Array:
     # Offsets of one partition increase strictly, so a first-to-last span of n - 1 means n consecutive
     # offsets (what a log without compaction holds): a C-level running sum instead of converting n
-    # Python ints (0.2 ms instead of 1.2 ms for 65,536 rows).
+    # Python ints (several times faster).
     n = len(offsets)
     if n and offsets[-1] - offsets[0] == n - 1:
         return _consecutive(offsets[0], n)
