@@ -15,20 +15,22 @@ Conventions for writers of a page (the same in every .md file):
 * A block that cannot run here (it needs a cluster, a network service, a user's own
   application) is preceded by ``<!-- skip: next "why it cannot run" -->``. Prefer making it
   runnable; a skip must say why.
-* A block that mentions ``spark``, and every later block of its page, gets the ``spark``
-  marker (it starts a local JVM), so ``-m "not spark"`` leaves them out as it leaves the
-  Spark tests out.
+* A block that mentions Spark (any case), or reads a name that such a block of its page bound
+  (a DataFrame, say), gets the ``spark`` marker (it needs a local JVM), so
+  ``-m "not spark"`` leaves it out as it leaves the Spark tests out.
 * Blocks in other languages (sh, json, plain text) are not run.
 """
 
 from __future__ import annotations
 
+import ast
 import atexit
 import gc
 import os
 import shutil
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +78,40 @@ pytest_collect_file = Sybil(
 ).pytest()
 
 
+def _source(item: SybilItem) -> str:
+    parsed = item.example.parsed
+    return str(getattr(parsed, "source", parsed))  # a doctest example keeps its code in .source
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names the code reads, names it binds); both empty when it does not parse."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return set(), set()
+    loads: set[str] = set()
+    stores: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loads if isinstance(node.ctx, ast.Load) else stores).add(node.id)
+        elif isinstance(node, ast.alias):
+            stores.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            stores.add(node.name)
+    return loads, stores
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # From a page's first block that mentions Spark on, its blocks use the session (or a DataFrame) it made.
-    pages_using_spark: set[pytest.Collector] = set()
+    # A block uses Spark when it says "spark" or reads a name that a Spark block of its page bound last.
+    bound_by_spark: dict[pytest.Collector, dict[str, bool]] = {}
     for item in items:
         if not isinstance(item, SybilItem) or item.parent is None:
             continue
-        if "spark" in str(item.example.parsed):
-            pages_using_spark.add(item.parent)
-        if item.parent in pages_using_spark:
+        source = _source(item)
+        loads, stores = _names(source)
+        page = bound_by_spark.setdefault(item.parent, {})
+        uses_spark = "spark" in source.lower() or any(page.get(name, False) for name in loads)
+        for name in stores:
+            page[name] = uses_spark
+        if uses_spark:
             item.add_marker(pytest.mark.spark)
