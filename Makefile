@@ -2,23 +2,36 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.seglog-installed
-EXTRAS ?= dev,replay,spark
-
-.PHONY: venv lint typecheck pytest pytest-pure test test-fast run bench clean
+# Two installs: `make run` needs only the replay extra (a few hundred MB); `make test` needs every extra in
+# pyproject.toml (dev, spark, ...: about 1 GB with pyspark). Each has its own stamp, so a venv first made by
+# `make run` gets the missing extras on the first `make test`, and a venv made by `make test` already holds
+# all that `make run` needs (its install touches both stamps).
+RUN_EXTRAS  ?= replay
+TEST_EXTRAS := $(shell $(PYTHON) -c "import tomllib; print(','.join(tomllib.load(open('pyproject.toml','rb'))['project']['optional-dependencies']))")
+RUN_STAMP   := $(VENV)/.seglog-installed-run
+STAMP       := $(VENV)/.seglog-installed-test
 
 # (Re)install when pyproject.toml, setup.py or the C module change; the editable install keeps the console
 # script `seglog` and the pytest plugin pointing at this tree.
+$(RUN_STAMP): pyproject.toml setup.py segments/_speedups.c
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[$(RUN_EXTRAS)]'
+	touch $(RUN_STAMP)
+
 $(STAMP): pyproject.toml setup.py segments/_speedups.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
-	touch $(STAMP)
+	$(PY) -m pip install --quiet -e '.[$(TEST_EXTRAS)]'
+	touch $(STAMP) $(RUN_STAMP)
 
+# Everything `make test` needs (what a developer wants); `make venv-run` is the smaller set of `make run`.
 venv: $(STAMP)
 
+venv-run: $(RUN_STAMP)
+
 lint: venv
-	$(VENV)/bin/ruff check seglog engine indexes segments tools tests bench
+	$(VENV)/bin/ruff check seglog engine indexes segments tools tests bench conftest.py
 	$(VENV)/bin/lint-imports
 
 typecheck: venv
@@ -37,14 +50,15 @@ pytest-pure: venv
 
 test: lint typecheck pytest pytest-pure
 
-# Without the JVM-backed Spark tests (about a minute faster).
-test-fast: PYTEST_ARGS = -m "not spark"
+# Without the JVM-backed Spark tests and the wheel build-and-install tests (about two minutes faster).
+test-fast: PYTEST_ARGS = -m "not spark and not packaging"
 test-fast: lint typecheck pytest
 
 # The main job: replay the bundled sample workload (examples/, fixed seed) at its recorded pace into
 # the embedded default log directory ./data, with two tailing consumers measuring end-to-end latency;
-# the report (JSON) and plots (PNG) go to ./reports.
-run: venv
+# the report (JSON) goes to ./reports, with PNG plots when the venv has the plots extra (matplotlib, ~170 MB:
+# `make run RUN_EXTRAS=replay,plots`, or any venv made by `make test`).
+run: venv-run
 	$(VENV)/bin/seglog replay examples/sample-workload.parquet --log-dir data --report reports/replay.json --consumers 2
 
 bench: venv

@@ -1,8 +1,8 @@
 """The one build step pyproject.toml cannot declare without an "experimental" warning: the C module.
 
-``segments._speedups`` (segments/_speedups.c) runs the per-record loops of the
+``seglog.segments._speedups`` (segments/_speedups.c) runs the per-record loops of the
 batch codec. It is optional: without a C compiler the install still succeeds
-and ``segments.batch`` uses its pure-Python path (same results, slower; see
+and ``seglog.segments.batch`` uses its pure-Python path (same results, slower; see
 docs/PERFORMANCE.md "The C fast path").
 """
 

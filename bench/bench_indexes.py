@@ -9,7 +9,7 @@ Measures, on one index of ``--entries`` entries per kind (page cache warm):
   and with the native mirror built (an active segment's index has one after
   its first fetch);
 * opening an index (must not build the mirror), building the mirror
-  (``indexes.search.native_column`` on both columns) and the first lookup
+  (``seglog.indexes.search.native_column`` on both columns) and the first lookup
   after open (which builds it);
 * single-lookup latency, p50 and p99, of ``OffsetIndex.lookup`` (random
   targets, and targets in the last 8 KiB), ``OffsetIndex.lookup_ceiling``,
@@ -51,7 +51,7 @@ from pathlib import Path
 from seglog.indexes import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from seglog.indexes.search import native_column
 
-STEP_OFFSET = 31  # ~ records per 4096-byte index interval with 134-byte records (perf.md)
+STEP_OFFSET = 31  # ~ records per 4096-byte index interval with 134-byte records
 STEP_POSITION = 2048
 STEP_TS = 29
 TS0 = 1_700_000_000_000
@@ -63,7 +63,7 @@ _new_tuple = tuple.__new__
 
 
 def struct_floor(mm: mmap.mmap, n: int, target: int, unpack: Callable[..., tuple[int]], stride: int) -> int:
-    """Plain floor binary search over a big-endian column, no warm section (perf.md's pure-Python reference)."""
+    """Plain floor binary search over a big-endian column, no warm section (the pure-Python reference)."""
     if n == 0 or unpack(mm, 0)[0] > target:
         return -1
     lo, hi = 0, n - 1

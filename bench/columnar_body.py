@@ -1,5 +1,5 @@
 """Row-wise (format v1) vs column-wise (format v2) msgpack batch bodies: the measurement behind
-docs/PERFORMANCE.md's "columnar batch body" section. Plain script, never run by the tests.
+docs/PERFORMANCE-HISTORY.md's "columnar batch body" section. Plain script, never run by the tests.
 
     .venv/bin/python bench/columnar_body.py [--records 1000] [--rounds 2000]
 

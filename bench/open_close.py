@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/open_close.py [--partitions 1000] [--rounds 3] [--dir DIR]
 
-Builds the directory once (as ``seglog bench``'s open section does, ``tools.bench.scaling``), then
+Builds the directory once (as ``seglog bench``'s open section does, ``seglog.tools.bench.scaling``), then
 times ``Engine.open`` and ``Engine.close`` of it ``--rounds`` times, and counts the descriptors the
 open engine holds under the directory (Linux ``/proc``).
 """

@@ -19,8 +19,8 @@ Lines (records are 16-B keys + 100-B values unless --value-bytes says otherwise,
                                                vs raw: pread 1 MiB + msgpack.Unpacker streaming
     recovery    await LogSegment.recover()     vs raw: pread 4 MiB chunks + CRC-32C of every byte
 
-Variants are interleaved round by round (research/perf.md: ratios from the same run are stable to
-±5-10 points on this shared machine, absolute numbers are not); the median of --runs rounds is
+Variants are interleaved round by round (on a shared machine ratios from the same run are stable,
+absolute numbers are not: docs/PERFORMANCE.md, "Method"); the median of --runs rounds is
 reported after one discarded warm-up round. Acceptance (issue 3): append ≥ 65 % of raw,
 recovery ≥ 50 % of raw.
 """

@@ -1,9 +1,9 @@
 """seglog's public async API: a log directory of topics, partitions and segments.
 
 Owns: ``Engine`` (a log directory), ``PartitionLog``, ``LogConfig``, ``Record``
-and the result types, the exception tree (``engine.errors``), recovery and
+and the result types, the exception tree (``seglog.engine.errors``), recovery and
 checkpoints, retention, consumer-group offsets, and the read-only inspection
-module used by the tools (``engine.inspect``).
+module used by the tools (``seglog.engine.inspect``).
 
 Must not import: ``tools``. Everything ``tools`` needs is exported here.
 

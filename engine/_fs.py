@@ -1,6 +1,6 @@
 """The engine's compound file-system operations, each one executor hop.
 
-Built on ``segments.fileio`` (the only module that talks to aiofiles): the
+Built on ``seglog.segments.fileio`` (the only module that talks to aiofiles): the
 log-directory scan at open, the directory lock, and tree removal of deleted
 partitions. ``OSError`` is translated into ``StorageError`` here.
 

@@ -12,7 +12,7 @@ needs to answer for a partition without opening its files (see
 :func:`format_clean_shutdown`).
 
 Parsing is strict and pure: a file that does not follow the format raises
-:class:`~engine.errors.CorruptionError`, and the engine then falls back to the
+:class:`~seglog.engine.errors.CorruptionError`, and the engine then falls back to the
 safe choice (recover everything) rather than trusting it. Writing is atomic
 (temp file, fsync, rename, directory fsync) and lives in the engine.
 

@@ -101,7 +101,7 @@ class LogConfig:
     """Per-topic log settings (Kafka topic configs, snake_case).
 
     Frozen and validated on construction: a value outside its range raises
-    :class:`~engine.errors.InvalidConfigError` naming the Kafka key. Build one
+    :class:`~seglog.engine.errors.InvalidConfigError` naming the Kafka key. Build one
     from Kafka's dotted keys with :meth:`from_properties`; derive a variant with
     :meth:`with_overrides`.
     """

@@ -368,11 +368,12 @@ class Engine:
             if on_progress is not None:
                 on_progress(RecoveryProgress(topic, partition, done, len(partitions), 0, 0, 0))
         now_ms = _now_ms()
-        # The files of LOAD_CHUNK partitions are opened in one executor hop (a thread opening 10
-        # segments takes ~0.3 ms; a hop ~0.1 ms, and threads opening files concurrently mostly
-        # fight over the GIL: 1000 x 10 segments took 1.4 s with 8 one-partition hops in flight,
-        # ~0.5 s like this). One chunk at a time: with two in flight the next chunk's thread
-        # contended with this chunk's loop work for the GIL and the open got slower (0.7 -> 1.0 s).
+        # The files of LOAD_CHUNK partitions are opened in one executor hop: a hop costs a good part
+        # of what opening one partition's files does, and threads opening files concurrently mostly
+        # fight over the GIL (one-partition hops in flight made the open of a large directory ~3x
+        # slower). One chunk at a time: with two in flight the next chunk's thread contended with
+        # this chunk's loop work for the GIL and the open got slower (docs/PERFORMANCE.md,
+        # "Measurements behind the code").
         gate = asyncio.Semaphore(LOAD_CHUNKS_IN_FLIGHT)
 
         async def load_chunk(chunk: list[tuple[_Topic, int]]) -> None:
@@ -457,7 +458,7 @@ class Engine:
                 where = self._topic_file(topic, partition)
                 log.warning("%s: unreadable (%s); using the engine's default config", where, exc)
         existing = self._topics.get(topic)
-        if existing is not None:  # the topic's config comes from the topic.json read first (~50 us to build)
+        if existing is not None:  # the topic's config comes from the topic.json read first (not rebuilt)
             existing.partitions = max(existing.partitions, partitions, partition + 1)
             return existing
         try:

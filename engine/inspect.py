@@ -19,7 +19,7 @@ Inspecting a directory an engine has open is allowed and safe, but racy by
 nature: the active segment may show a torn tail that is simply an append in
 flight, and its indexes are preallocated (zero slots) until the engine closes.
 
-Must not import: ``tools``; nor ``engine.engine`` / ``engine.log`` (it must work
+Must not import: ``tools``; nor ``seglog.engine.engine`` / ``seglog.engine.log`` (it must work
 on directories an engine would refuse, and without an event loop).
 """
 
@@ -105,7 +105,7 @@ __all__ = [
     "verify_index_against_log",
 ]
 
-# --- File names (part of the on-disk layout, DESIGN §2) ---
+# --- File names (part of the on-disk layout, docs/FORMAT.md and docs/OPERATIONS.md §1) ---
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
 TIME_INDEX_SUFFIX: Final = ".timeindex"
@@ -116,7 +116,7 @@ FILE_NAME_DIGITS: Final = 20  # base offset, zero-padded (Kafka's LogFileUtils)
 PENDING_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
 GROUPS_DIR: Final = "consumer-offsets"
 
-# 8 MiB per pread: a copy of that size takes ~1 ms, so the syscall cost vanishes,
+# 8 MiB per pread: the copy dwarfs the syscall's cost,
 # while a verifier walking a 1 GiB segment holds one chunk, not the file.
 SCAN_CHUNK_BYTES: Final = 8 << 20
 # An index larger than this is not one seglog wrote (segment.index.bytes is an

@@ -83,9 +83,9 @@ __all__ = ["PartitionLog"]
 
 log = logging.getLogger("seglog")
 
-# Largest group the writer hands to one executor hop. perf.md §1: fresh buffers
-# over ~1 MiB cost page faults at ~1.3 GB/s, 8x slower than memcpy, and §3: 1000
-# records per hop already reach ~70-80 % of the synchronous rate.
+# Largest group the writer hands to one executor hop: fresh buffers over ~1 MiB pay page faults
+# (several times slower than a copy into warm memory), and a hop of ~1000 records already amortises
+# most of the hop's cost (docs/PERFORMANCE.md, "Measurements behind the code").
 MAX_GROUP_BYTES: Final = 1 << 20
 DEFAULT_FETCH_BYTES: Final = 1 << 20
 # Largest last write kept in memory for tailing readers: a few single-record appends or one modest
@@ -94,7 +94,7 @@ TAIL_CACHE_BYTES: Final = 16 * 1024
 
 
 _new_append_result = partial(tuple.__new__, AppendResult)  # skips NamedTuple.__new__'s Python frame
-_new_fetch_result = partial(tuple.__new__, FetchResult)  # ~0.4 us less per read
+_new_fetch_result = partial(tuple.__new__, FetchResult)  # the same, on every read
 
 
 def _now_ms() -> int:
@@ -135,8 +135,9 @@ class _SmallAppend:
 
 
 # Appends of at most this many records may be merged into one batch with the appends queued beside
-# them (Kafka's producer does the same in its RecordAccumulator). 100 concurrent single-record
-# callers: one batch of 100 records per write instead of 100 batches (~9 -> ~5 us per append).
+# them (Kafka's producer does the same in its RecordAccumulator): 100 concurrent single-record
+# callers make one batch of 100 records per write instead of 100 batches, which nearly halves the
+# cost of each append (docs/PERFORMANCE.md, "Measurements behind the code").
 SMALL_APPEND_RECORDS: Final = 16
 
 # A batch of at least LATE_BODY_RECORDS records, LATE_BODY_BYTES bytes and LATE_BODY_RECORD_BYTES
@@ -220,7 +221,8 @@ class PartitionLog:
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
         self._deleted = False
-        # One reused Packer per writer (msgspec/msgpack advice; perf.md §2: 1.74M vs 1.21M rec/s).
+        # One reused Packer per writer (msgspec/msgpack advice): a new Packer per record costs a third
+        # of the encode rate (docs/PERFORMANCE.md, "Measurements behind the code").
         self._packer = msgpack.Packer(use_bin_type=True)
         self._timestamp_type = (
             TimestampType.LOG_APPEND_TIME if config.timestamp_is_log_append_time else TimestampType.CREATE_TIME
@@ -380,7 +382,7 @@ class PartitionLog:
         self, records: Sequence[Record], now_ms: int | None = None
     ) -> tuple[bytearray, bytes | LateBody, BatchHeader]:
         given: object = records  # callers may pass anything; check before trusting the annotation
-        # A list or tuple of records is the common case; the ABC check (~1 us) only for anything else.
+        # A list or tuple of records is the common case; the slower ABC check only for anything else.
         if given.__class__ is not list and (isinstance(given, (Record, str, bytes)) or not isinstance(given, Sequence)):
             raise InvalidRecordError(
                 f"append takes a sequence of Record, got {type(records).__name__}; wrap one record in a list"
@@ -423,7 +425,7 @@ class PartitionLog:
             )
 
     async def append_encoded(self, data: bytes | bytearray | memoryview) -> AppendResult:
-        """Append batches that were encoded elsewhere (``segments.batch.encode_batch``), back to back.
+        """Append batches that were encoded elsewhere (``seglog.segments.batch.encode_batch``), back to back.
 
         For bulk writers (the Spark data source's commit): encoding runs in
         parallel tasks, and this places the finished batches. Every batch is
@@ -602,7 +604,8 @@ class PartitionLog:
         ):
             # Every roll condition grows with the group (size, largest timestamp, last offset; the
             # index-full test does not change before the write), so when the whole group fits, each
-            # prefix fits: one check instead of one per batch (~5 us each for single-record appends).
+            # prefix fits: one check instead of one per batch (a per-batch check is a large part of a
+            # single-record append).
             for item in group:
                 rebase_batch(item.head, next_offset)
                 item.base_offset = next_offset
@@ -693,7 +696,7 @@ class PartitionLog:
         else:
             self._unflushed_messages += records
         # Readers first: their tasks then run before the producers' (callbacks run in the order
-        # they were scheduled), so a subscriber gets the records ~10 us sooner; a producer loses
+        # they were scheduled), so a subscriber gets the records sooner; a producer loses
         # nothing, its write is done and its result already fixed.
         self._wake_readers()
         log_append_time = self._timestamp_type is TimestampType.LOG_APPEND_TIME
@@ -807,7 +810,7 @@ class PartitionLog:
             self._check_open()  # raises
         if self._unopened is not None:
             await self._open()
-        # `type(x) is int` first: the exact-int common case skips the two isinstance calls (~0.2 us).
+        # `type(x) is int` first: the exact-int common case skips the two isinstance calls.
         if type(offset) is not int and (isinstance(offset, bool) or not isinstance(offset, int)):
             raise InvalidRecordError(f"offset must be an int, got {type(offset).__name__}")
         if (type(max_bytes) is not int and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int))) or (

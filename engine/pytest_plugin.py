@@ -15,7 +15,7 @@ Fixtures:
 * ``seglog_dir`` — the log directory (inside ``tmp_path``).
 * ``seglog_engine`` — an open ``Engine`` on ``seglog_dir``, closed after the
   test (async fixture; needs pytest-asyncio).
-* ``seglog`` — the helper module ``engine.testing`` (``topic_records``,
+* ``seglog`` — the helper module ``seglog.engine.testing`` (``topic_records``,
   ``partition_records``, ``assert_topic_holds``).
 
 Must not import: ``tools``.

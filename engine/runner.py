@@ -1,8 +1,8 @@
 """``run``: start an asyncio program on uvloop when it is installed, else on asyncio's loop.
 
-perf.md §3 measured uvloop halving a loop turn (2.1 vs 5.9 µs) and cutting a
-thread hop by ~30 % (85 vs 121 µs) on this machine, so the command line, the
-replay tool and the benchmarks start their loop through here. A library user
+uvloop makes a loop turn and a thread hop markedly cheaper than asyncio's own
+loop (docs/PERFORMANCE.md, "Measurements behind the code"), so the
+command line, the replay tool and the benchmarks start their loop through here. A library user
 who runs their own loop keeps it: seglog works on any asyncio loop.
 
 Must not import: ``tools``.

@@ -5,8 +5,8 @@ no lock, no event loop: a Spark task or an export runs it in a plain process,
 beside a running engine or on a copy of the directory); turning offset and
 timestamp bounds into per-segment byte ranges with the segment indexes opened
 read-only; reading a range's batches (header checks and CRC verified) into
-:class:`~segments.columns.RecordColumns` chunks (or Arrow-ready
-:class:`~segments.columns.ColumnBuffers`); and the current log start and
+:class:`~seglog.segments.columns.RecordColumns` chunks (or Arrow-ready
+:class:`~seglog.segments.columns.ColumnBuffers`); and the current log start and
 end offsets of each partition, for streaming.
 
 The bounds are Kafka's: an offset range ``[start_offset, end_offset)`` and a
@@ -557,7 +557,7 @@ def scan_range_buffers(
     max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     trace: TraceHook | None = None,
 ) -> Iterator[ColumnBuffers]:
-    """:func:`scan_range` into :class:`~segments.columns.ColumnBuffers`: the same rows, as Arrow-ready buffers.
+    """:func:`scan_range` into :class:`~seglog.segments.columns.ColumnBuffers`: the same rows, as Arrow-ready buffers.
 
     For columnar consumers (the Spark source): with the C module built, keys
     and values are copied from the batch bodies straight into the buffers,

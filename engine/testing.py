@@ -1,6 +1,6 @@
 """Helpers for users' own end-to-end tests: read back and assert what a topic holds.
 
-Used by the ``seglog`` pytest plugin (``engine.pytest_plugin``) and usable on
+Used by the ``seglog`` pytest plugin (``seglog.engine.pytest_plugin``) and usable on
 their own::
 
     from seglog.engine.testing import topic_records, assert_topic_holds

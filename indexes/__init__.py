@@ -3,8 +3,8 @@
 Owns: ``OffsetIndex`` (``.index``), ``TimeIndex`` (``.timeindex``),
 ``TransactionIndex`` (``.txnindex``), ``LazyIndex``, their entry values
 (``OffsetPosition``, ``TimestampOffset``, ``AbortedTxn``), the warm-section
-binary search (``indexes.search``), and the root of the exception tree
-(``indexes.errors``).
+binary search (``seglog.indexes.search``), and the root of the exception tree
+(``seglog.indexes.errors``).
 
 Must not import: ``segments``, ``engine`` or ``tools`` (imports only point
 down). Indexes take plain values (path, base offset, max index size, writable)

@@ -163,19 +163,18 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
     In memory: lookups search a native mirror of the entries, two ``array``
     columns (key and value) decoded from the mapping with one bulk copy on the
     first lookup, not at open (opening thousands of segments stays cheap; the
-    build takes ~10 ms per 1M offset entries, ~17 ms per 1M time entries),
+    build is milliseconds per million entries),
     then kept equal to the file's valid entries by every append and
     truncation, and dropped at close. It costs ``entry_size`` bytes per
     entry, the size of the valid part of the file. Searching it with C
-    ``bisect`` makes a lookup on 1M entries ~1.5 µs (p50) instead of ~4.2 µs
-    for a pure-Python search of the big-endian mapping, 1.5-1.7x a bare C
-    ``bisect`` over a native array (``bench/bench_indexes.py``;
-    ``docs/INDEXES.md`` has the figures).
+    ``bisect`` makes a lookup several times faster than a pure-Python search
+    of the big-endian mapping, close to a bare C ``bisect`` over a native
+    array (``bench/bench_indexes.py``; ``docs/INDEXES.md`` has the figures).
 
     Concurrency: every method takes one lock (``threading.RLock``; ``prepare_ahead``
     holds it during its ``pwrite``), so an index may be used from several threads
-    (the event loop and executor threads); a lookup holds it for ~1.5 µs (1M
-    entries), so sharing it costs little. The
+    (the event loop and executor threads); a lookup holds it for about a
+    microsecond, so sharing it costs little. The
     mirror is only built, read and changed under that lock. Use after
     :meth:`close` raises :class:`ClosedError`; ``close`` is idempotent.
     Mutating a read-only index raises :class:`ReadOnlyIndexError`.
@@ -567,11 +566,11 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         """Write zeros over the unused slots just after the last entry, unless done already; blocking.
 
         A preallocated index is a sparse file, and the first write into a hole
-        of a mapped file makes ext4 reserve a block in its page fault: 1.7-4.7
-        ms measured on this kind of machine, on whichever thread writes the
-        entry (the event loop, for an append), again after a writeback. Bytes
-        written with ``pwrite`` beforehand (from the append's worker thread)
-        leave the mapped entry writes at ~10-30 µs. The write is done under the
+        of a mapped file makes ext4 reserve a block in its page fault
+        (milliseconds), on whichever thread writes the entry (the event loop,
+        for an append), again after a writeback. Bytes written with ``pwrite``
+        beforehand (from the append's worker thread) make the mapped entry
+        writes a hundred times cheaper (docs/INDEXES.md). The write is done under the
         index's lock, within the mapped length and only over slots at or after
         ``entries`` (unused: their content is never read), so no entry is
         overwritten and the file never grows, whatever else uses the index

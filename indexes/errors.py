@@ -2,7 +2,7 @@
 
 Every exception seglog raises derives from :class:`SeglogError`. The root lives
 here, in the lowest layer, so that every layer above can subclass it;
-``engine.errors`` re-exports the whole tree. The tree keeps three causes apart:
+``seglog.engine.errors`` re-exports the whole tree. The tree keeps three causes apart:
 *you closed it* (:class:`ClosedError`), *the disk failed* (:class:`StorageError`)
 and *the bytes are wrong* (:class:`CorruptionError`)::
 

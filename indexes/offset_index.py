@@ -97,7 +97,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         Raises:
             ClosedError: the index is closed.
         """
-        # acquire/try/release rather than `with`: ~0.1 µs less per call, ~10 % of a lookup.
+        # acquire/try/release rather than `with`: a measurable part of a lookup, on every call.
         lock = self._lock
         lock.acquire()
         try:
@@ -150,7 +150,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             entries = self._entries
             # One C bisect over the whole mirror (the answer of bisect_ceiling for the strictly increasing
             # keys a checked index holds, without its hot-section split and Python frame: a point
-            # read pays this on every call, and ~0.3 us of ~8 us decided the 2x-sqlite target).
+            # read pays this on every call, where a few percent decide how it compares with sqlite).
             slot = bisect_left(keys, target_offset - self._base_offset, 0, entries)
             if slot >= entries:
                 return None

@@ -122,9 +122,8 @@ def native_column(buf: Buffer, entries: int, *, stride: int, field: int, width: 
     Returns a native ``array('i')`` (width 4) or ``array('q')`` (width 8), one
     item per slot, in slot order: the in-memory mirror that :func:`bisect_floor`
     and :func:`bisect_ceiling` search. Done with one strided slice per byte and
-    one ``byteswap`` (all in C): ~5 ms (4-byte) to ~12 ms (8-byte) per column
-    of 1M entries, against ~135 ms for ``struct.iter_unpack`` of the entries
-    (``bench/bench_indexes.py`` prints both).
+    one ``byteswap`` (all in C): an order of magnitude faster than
+    ``struct.iter_unpack`` of the entries (``bench/bench_indexes.py`` prints both).
 
     Raises:
         ValueError: ``width`` is not 4 or 8, or ``buf`` is shorter than ``entries * stride``.

@@ -1,13 +1,13 @@
 """seglog's segment layer: one ``.log`` file of record batches with its indexes.
 
-Owns: the record-batch format (``segments.batch``: framing, CRC-32C, msgpack
-bodies; ``docs/FORMAT.md``), the ``Record`` value (``segments.records``), the
-async file layer (``segments.fileio``, the only module that talks to
-``aiofiles``) with its fault-injection seam (``segments.faults``),
-``LogSegment`` and ``LogSegments`` (``segments.segment``: append, read, time
+Owns: the record-batch format (``seglog.segments.batch``: framing, CRC-32C, msgpack
+bodies; ``docs/FORMAT.md``), the ``Record`` value (``seglog.segments.records``), the
+async file layer (``seglog.segments.fileio``, the only module that talks to
+``aiofiles``) with its fault-injection seam (``seglog.segments.faults``),
+``LogSegment`` and ``LogSegments`` (``seglog.segments.segment``: append, read, time
 lookup, roll decisions, recovery, truncation), the columnar bulk decode
-(``segments.columns``), and the optional C loops of the codec
-(``segments._speedups``, built from ``_speedups.c``; ``segments.batch`` is its reference).
+(``seglog.segments.columns``), and the optional C loops of the codec
+(``seglog.segments._speedups``, built from ``_speedups.c``; ``seglog.segments.batch`` is its reference).
 
 Must not import: ``engine`` or ``tools``. Segments know nothing of topics,
 partitions or clocks: roll parameters, ``now_ms`` and the index interval arrive

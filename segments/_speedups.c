@@ -3,7 +3,7 @@
  *
  * Why: encoding and decoding a batch is ~10 C-level passes over its records
  * when written in Python (transpose, type checks, timestamp deltas, Record
- * construction), ~150-250 us per 1000 records; here each is one pass.
+ * construction); here each is one pass.
  * docs/PERFORMANCE.md "The C fast path" has the figures.
  *
  * Contract with segments/batch.py, which stays the reference implementation:

@@ -7,13 +7,13 @@ columns (offset deltas, timestamp deltas, keys, values, headers). Everything her
 pure and synchronous: plain functions over bytes and ints, tested without an
 event loop, safe to call from any thread (msgpack and CRC calls hold the GIL).
 
-Every malformed input raises :class:`~segments.errors.CorruptRecordError` and
+Every malformed input raises :class:`~seglog.segments.errors.CorruptRecordError` and
 nothing else; lengths read from a header are bounded by ``max_batch_bytes``
 before anything is allocated, and msgpack limits are bounded by the body length.
 Bad *caller* input to :func:`encode_batch` raises ``TypeError``/``ValueError``.
 
 The per-record loops (encoding a body, checking and building the Records a
-read returns) run in the optional C module ``segments._speedups`` when it is
+read returns) run in the optional C module ``seglog.segments._speedups`` when it is
 built; this module is the reference it is tested against, and takes over for
 anything the C code does not accept (``SEGLOG_PURE_PYTHON=1`` turns it off).
 
@@ -124,8 +124,8 @@ _NONE_ONLY: Final = frozenset({_NONE_TYPE})
 _INT_OR_NONE: Final = frozenset({int, _NONE_TYPE})
 _TUPLE_ONLY: Final = frozenset({tuple})
 
-_new_record = partial(tuple.__new__, Record)  # skips NamedTuple.__new__'s Python frame: ~2x faster
-_tuple_new = tuple.__new__  # map(_tuple_new, repeat(Record), rows): no partial either, ~20 % faster in bulk
+_new_record = partial(tuple.__new__, Record)  # skips NamedTuple.__new__'s Python frame
+_tuple_new = tuple.__new__  # map(_tuple_new, repeat(Record), rows): no partial either, faster in bulk
 
 _DEFAULT_PACKER = msgpack.Packer(use_bin_type=True)  # pack() holds the GIL, so sharing it is thread-safe
 
@@ -230,8 +230,8 @@ def encode_batch_parts(
     The batch is the 61 header bytes followed by the body; they are returned
     apart so that a writer can hand both to ``pwritev`` and patch the base
     offset in the (mutable) header with :func:`rebase_batch`, without copying
-    the body: a fresh ~1 MB buffer costs ~0.4 ms of page faults on this kind
-    of machine, more than packing it.
+    the body: the page faults of a fresh buffer of a megabyte cost more than
+    packing it.
 
     Records get consecutive offsets (offset delta = index in ``records``; their
     ``offset`` field is ignored). A ``None`` timestamp becomes ``now_ms``; with
@@ -264,7 +264,7 @@ def encode_batch_parts(
     if encoded is not None:
         body, base_timestamp, max_timestamp = encoded
     else:
-        if count == 1:  # one record per append is common; the column machinery costs ~1.5 us more
+        if count == 1:  # one record per append is common; the column machinery costs more than it
             keys, values, headers_column, deltas, base_timestamp, max_timestamp = _columns_of_one(
                 records[0], timestamp_type, now_ms
             )
@@ -524,7 +524,7 @@ _crc_value = google_crc32c.value  # the C reader calls it on a bytes copy of the
 
 def _crc_of(buf: bytes | bytearray | memoryview, start: int, end: int) -> int:
     # google_crc32c accepts only read-only bytes-like objects that are not memoryviews:
-    # slice bytes directly, copy other buffers once (memcpy runs at ~10 GB/s, the CRC at ~20 GB/s).
+    # slice bytes directly, copy other buffers once (a copy costs about as much as the CRC itself).
     if type(buf) is bytes:
         return google_crc32c.value(buf[start:end])  # type: ignore[no-any-return]
     return google_crc32c.value(bytes(memoryview(buf)[start:end]))  # type: ignore[no-any-return]
@@ -579,7 +579,7 @@ def _body_span(buf: bytes | bytearray | memoryview, position: int, header: Batch
 
 def _decode_single(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> Record | None:
     # One-record batches (a producer appending one record at a time) are common; the column
-    # machinery costs ~2 µs of fixed overhead per batch, this path ~1 µs. It accepts only the exact
+    # machinery's fixed overhead per batch is about twice this path's. It accepts only the exact
     # shape seglog writes ([nil, nil, [key], [value], nil]) and returns None for anything else, which
     # then gets the full checks.
     body_start = position + HEADER_SIZE
@@ -974,7 +974,7 @@ def decode_first_batch(
     verified, then its records from ``start_offset`` on are built, up to
     ``max_bytes`` of keys and values as :func:`decode_batch` counts them.
     With the C module a valid batch is read in one call (a point read's
-    check, CRC and decode: ~2 µs for 100 records of 100 B).
+    check, CRC and decode).
 
     Raises:
         CorruptRecordError: the header, the CRC or the body fails its checks.
@@ -1071,8 +1071,8 @@ def scan_batches(
             return ScanResult(position, batches, ScanStop.INCOMPLETE, "a header is cut short", next_offset)
         fields = unpack(buf, position)
         base_offset, batch_length, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count = fields
-        # One fused test of header_problem's rules for the common, valid case (~1 µs per batch
-        # instead of ~3 with the function call); header_problem says what is wrong otherwise.
+        # One fused test of header_problem's rules for the common, valid case (a third of the cost
+        # of the function call); header_problem says what is wrong otherwise.
         if (
             magic != MAGIC
             or not _MIN_BATCH_LENGTH <= batch_length <= max_length
@@ -1121,7 +1121,7 @@ def is_v1_batch(read: Callable[[int, int], bytes | bytearray], position: int, en
     ``pread``); ``end`` is where the file's data ends. The CRC-32C is computed
     over 4 MiB reads, so a batch of any size is checked in bounded memory.
     Recovery asks this where its scan stopped, so that a segment written by an
-    older seglog is refused (:class:`~segments.errors.UnsupportedFormatError`)
+    older seglog is refused (:class:`~seglog.segments.errors.UnsupportedFormatError`)
     rather than cut: random bytes pass the CRC-32C with odds of 2**-32.
     """
     head = read(position, HEADER_SIZE)

@@ -5,18 +5,18 @@ lists) and :func:`decode_columns`, which decodes one batch body straight into
 those lists with no per-record ``Record`` object; :class:`ColumnBuffers` (the
 same records as raw column buffers, the layout Arrow uses) and
 :func:`decode_buffers`, which fills them with no per-record Python object at
-all when the C module ``segments._speedups`` is built. ``segments.batch`` stays the
+all when the C module ``seglog.segments._speedups`` is built. ``seglog.segments.batch`` stays the
 owner of the format and of the body checks (``docs/FORMAT.md`` §2.3, rule 8):
-:func:`segments.batch.body_columns` unpacks and checks a body as five columns,
+:func:`seglog.segments.batch.body_columns` unpacks and checks a body as five columns,
 and this module trims and appends them; with the C module,
 ``_speedups.arrow_batch`` reads dense bodies without a timestamp bound directly
 (the same rule-8 checks, compared by ``tests/segments/test_column_buffers.py``).
 
 Why columns: a bulk reader hands rows to Arrow column by column, and building
 a ``Record`` per row only to take it apart again cost about a third of the
-decode time (``research/spark.md`` §3: decoding dominates a Spark scan of
-seglog). The body already is columns (format v2), so here every step is a
-C-level ``map``/``list.extend`` over a whole batch.
+decode time, and decoding dominates a Spark scan of seglog (docs/SPARK.md). The
+body already is columns (format v2), so here every step is a C-level
+``map``/``list.extend`` over a whole batch.
 
 Why buffers too: the Spark source spent most of its Python time creating a
 ``bytes`` object per key and value (msgpack) and then copying each into Arrow
@@ -244,8 +244,8 @@ def decode_columns(
 ) -> bool:
     """Append the records of the batch at ``position`` to ``out``; return whether ``until_timestamp`` was reached.
 
-    ``header`` must have passed :func:`~segments.batch.check_header` and
-    :func:`~segments.batch.verify_crc`. Only records with
+    ``header`` must have passed :func:`~seglog.segments.batch.check_header` and
+    :func:`~seglog.segments.batch.verify_crc`. Only records with
     ``start_offset <= offset < end_offset`` are kept. The timestamp bounds are
     Kafka's offsets-for-times: ``from_timestamp`` drops the records before the
     first one of the batch whose timestamp is at least it (pass it to the batch

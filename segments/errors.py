@@ -1,7 +1,7 @@
 """Errors of the segment layer (batch framing, segment files).
 
-Subclasses of the tree rooted at ``indexes.errors.SeglogError``; re-exported by
-``engine.errors``. Imports only ``indexes.errors``.
+Subclasses of the tree rooted at ``seglog.indexes.errors.SeglogError``; re-exported by
+``seglog.engine.errors``. Imports only ``seglog.indexes.errors``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Owns :class:`FailingOps` (a syscall fails with a chosen errno, optionally after
 writing part of the data) and :class:`PowerLossOps` (remembers what was made
 durable by ``fdatasync`` and rolls files back to it on :meth:`PowerLossOps.power_fail`).
 Install one per file (``SegmentFile.open(..., ops=...)``, ``LogSegment.open(..., ops=...)``)
-or process-wide with ``segments.fileio.use_ops``.
+or process-wide with ``seglog.segments.fileio.use_ops``.
 
 Only data written through ``FileOps`` is covered: index files are memory-mapped
 and are rebuilt from the ``.log`` by recovery anyway.

@@ -11,18 +11,18 @@ Rules this module enforces:
 * **No blocking file I/O on the event-loop thread.** Each logical operation runs
   as ONE executor hop (``aiofiles.os.wrap``, i.e. ``loop.run_in_executor``, or
   for appends the same hop to a pool of their own, :func:`submit`; a
-  hop costs ~85 µs on uvloop here, a page-cache ``pread`` ~1.3 µs, so one
-  append = one hop however many batches and syscalls it needs). An append's
+  hop costs dozens of page-cache ``pread`` calls, so one append = one hop
+  however many batches and syscalls it needs). An append's
   :class:`LateBuffer` parts (large batch bodies) are made in that hop too. The single
   exception is the page-cache fast path of reads: on Linux
-  ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes in ~2 µs and
+  ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes far sooner than a hop and
   raises ``BlockingIOError`` instead of waiting for the disk; then the read is
   redone in the executor.
-* **``OSError`` stops here**: it becomes :class:`~indexes.errors.StorageError`
+* **``OSError`` stops here**: it becomes :class:`~seglog.indexes.errors.StorageError`
   (``raise StorageError(...) from exc``) naming the path and the operation.
 * **The fault-injection seam**: every system call goes through a :class:`FileOps`
   object. Tests install one that fails with ``ENOSPC`` or forgets unsynced writes
-  (``segments.faults``), per file or for the whole process (:func:`use_ops`).
+  (``seglog.segments.faults``), per file or for the whole process (:func:`use_ops`).
 
 Must not import: ``engine`` or ``tools``.
 """
@@ -75,7 +75,7 @@ class LateBuffer(Protocol):
     """A buffer of :meth:`SegmentFile.append` made in the append's worker thread, just before the write.
 
     ``len()`` is its exact size up front; ``materialize()`` returns the bytes
-    (e.g. :class:`segments.batch.LateBody`, a batch body encoded there, so a
+    (e.g. :class:`seglog.segments.batch.LateBody`, a batch body encoded there, so a
     large body is written by the thread, and CPU, that wrote it into memory).
     """
 
@@ -144,8 +144,8 @@ async def run_to_completion(aw: Awaitable[_T]) -> _T:
     """
     task = asyncio.ensure_future(aw)
     try:
-        # shield keeps a cancellation of the caller away from the task; it costs ~2 us of loop-thread
-        # CPU per call where asyncio.wait cost ~8 us, and every append pays it once.
+        # shield keeps a cancellation of the caller away from the task; it costs a fraction of the
+        # loop-thread CPU that asyncio.wait did, and every append pays it once.
         return await asyncio.shield(task)
     except asyncio.CancelledError:
         if task.done():  # the work itself was cancelled, or finished as the caller was cancelled
@@ -167,9 +167,8 @@ class _AppendThreads:
     shared with every other hop (reads, index loads, aiofiles), so a sequence of
     appends landed on whichever of its threads woke; in a pool of their own they
     keep to one warm thread, and the bridge below skips ``run_in_executor``'s
-    coroutine-function checks and ``wrap_future``'s chaining. Measured on 1 MiB
-    appends (same process, alternating): the hop to the thread 40-80 -> 29-32 µs,
-    back 28-72 -> 25-26 µs; `seglog bench` 1 KiB produce / raw 0.78-0.79 -> 0.80-0.82.
+    coroutine-function checks and ``wrap_future``'s chaining: both hops got faster
+    and steadier (docs/PERFORMANCE.md, "Measurements behind the code").
     """
 
     def __init__(self) -> None:
@@ -388,8 +387,8 @@ class SegmentFile:
     def __init__(
         self, path: Path | str, fd: int | None, *, size: int, file_length: int, ops: FileOps, writable: bool
     ) -> None:
-        # The path as text; the Path object only when something asks for it (building one costs
-        # ~4 us, ~10,000 of them when a directory of many segments opens).
+        # The path as text; the Path object only when something asks for it (one per segment adds
+        # up when a directory of thousands of segments opens).
         self._name = str(path)
         self._path_object: Path | None = path if isinstance(path, Path) else None
         self._fd = fd  # None: opened on first use, in the thread that needs it (see open_in_thread's defer)
@@ -401,9 +400,9 @@ class SegmentFile:
         self._closed = False
         self._released = False  # the descriptor was closed (once)
         self._busy = 0  # guarded calls running (see _guarded)
-        # A plain lock (its C context manager costs ~0.3 us less per use than a Condition's); the
-        # Condition a closer waits on is made only when a close finds calls running (~3 us less per
-        # file opened: 10,000 segments at open).
+        # A plain lock (its C context manager is cheaper per use than a Condition's); the Condition
+        # a closer waits on is made only when a close finds calls running (cheaper per file opened,
+        # and an open may open thousands).
         self._busy_lock = threading.Lock()
         self._idle: threading.Condition | None = None
         # Taken by a deferred open and by rename, never on the event loop: a slow open (a cold inode)
@@ -623,7 +622,7 @@ class SegmentFile:
             with lock:
                 self._busy -= 1
                 # Only a closer waits, on the Condition it made under this lock after it saw calls
-                # running: skipping notify_all() otherwise saves ~1 us per loop-side read.
+                # running: skipping notify_all() otherwise saves time on every loop-side read.
                 if self._busy == 0 and self._idle is not None:
                     self._idle.notify_all()
 
@@ -811,7 +810,7 @@ class SegmentFile:
         """Run the read-only function ``fn(pread)`` with a page-cache-only ``pread``, else in a thread.
 
         ``fn`` first runs on the event loop with a ``pread`` that returns cached
-        bytes (~2 µs) and aborts ``fn`` when a read would wait for the disk; then
+        bytes and aborts ``fn`` when a read would wait for the disk; then
         ``fn`` is run again from the start in an executor thread with blocking
         reads (one hop for however many reads ``fn`` makes). ``fn`` must
         therefore have no side effects and must not swallow exceptions.
@@ -891,7 +890,7 @@ class SegmentFile:
         return max(0, min(size, self._size - position))
 
     def _pread_nowait(self, position: int, size: int) -> bytes | bytearray:
-        # _clamp, inlined: this is a point read's one file access (~0.1 us of ~8).
+        # _clamp, inlined: this is a point read's one file access, on its hottest path.
         if position < 0 or size < 0:
             raise ValueError(f"{self._name}: negative read position {position} or size {size}")
         available = self._size - position

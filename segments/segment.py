@@ -8,7 +8,7 @@ ordered map of a partition's segments.
 Async where the disk is touched, pure where not; a segment never reads a clock
 or knows a topic: ``now_ms``, ``index_interval_bytes``, ``max_index_size``,
 ``roll_jitter_ms`` and the maximum batch size arrive as arguments. All file
-I/O goes through ``segments.fileio`` (one executor hop per operation; page-cache
+I/O goes through ``seglog.segments.fileio`` (one executor hop per operation; page-cache
 reads on the loop). Index files are opened lazily (``LazyIndex``) and always
 loaded in an executor thread.
 
@@ -87,12 +87,13 @@ _HEADER_WINDOW: Final = 8192
 # A read by offset walks from its offset-index entry (up to index_interval_bytes before the batch it
 # wants, plus the batch holding the entry) into that batch, then needs the batch itself: one 32 KiB
 # window covers all of it for batches up to ~14 KB (100 records of 100 B) in one pread, where 8 KiB
-# windows took three (walk, walk, batch). Wall time barely moves here (p50 38 -> 36-38 us: the copy
-# grows as the syscalls go), but it is one syscall instead of three when syscalls are dear.
+# windows took three (walk, walk, batch). Wall time barely moves on a fast machine (the copy grows as
+# the syscalls go), but it is one syscall instead of three when syscalls are dear.
 _READ_WINDOW: Final = 32 * 1024
 # Recovery reads the .log in chunks of at least this size (and at least one maximal batch): big
-# enough that the ~85 µs thread hop and per-read costs vanish, small enough to stay out of the
-# fresh-allocation page-fault regime measured in research/perf.md (> ~1-4 MiB buffers).
+# enough that the thread hop and per-read costs vanish, small enough to stay out of the
+# fresh-allocation page-fault regime of larger buffers (docs/PERFORMANCE.md, "Measurements behind
+# the code").
 _RECOVERY_CHUNK: Final = 4 * 1024 * 1024
 _BATCH_LENGTH = struct.Struct(">i")
 _log = logging.getLogger("seglog")
@@ -344,7 +345,7 @@ class LogSegment:
         self._next_offset: int | None = None  # cache of read_next_offset()
         # (position, base offset) of the first batch of the last append: a reader following the log
         # (subscribe) starts its header walk there instead of at the offset-index entry, up to
-        # index_interval_bytes back (~20 one-record batches of 190 B, ~2 us each).
+        # index_interval_bytes back (about 20 one-record batches of 190 B, each header one step).
         self._tail: tuple[int, int] | None = None
         # Index files that existed at open are checked on first load; new ones have nothing to check.
         self._indexes_checked = not any(index_files_existed)
@@ -541,12 +542,12 @@ class LogSegment:
                 # Leave both index files behind (Kafka's close loads and trims both): a segment too
                 # small to have needed an offset-index entry would otherwise reopen "missing an
                 # index" and be recovered at every open. An index file that existed at open is
-                # still there (loaded or not): mapping it only to close it cost ~20 us a segment.
+                # still there (loaded or not): mapping it only to close it would cost a map per segment.
                 with contextlib.suppress(SeglogError):
                     self._offset_index.get()
         finally:
             # Index objects never built (a sealed segment nobody read) have nothing to close; building
-            # them here (paths, objects) cost ~15 us a segment, 0.15 s for 10,000.
+            # them here (paths, objects) only to close them would add up over thousands of segments.
             built = self.__dict__
             try:
                 if "_offset_index" in built:
@@ -929,10 +930,10 @@ class LogSegment:
         """:meth:`append` of the batches ``headers`` describe, whose bytes are ``parts`` back to back.
 
         A batch may span parts (the engine writes each batch as its 61-byte
-        header and its body, from :func:`~segments.batch.encode_batch_parts`,
+        header and its body, from :func:`~seglog.segments.batch.encode_batch_parts`,
         so that a large body is never copied). A part may be a
-        :class:`~segments.fileio.LateBuffer` (a planned body,
-        :func:`~segments.batch.plan_batch_parts`), made in the write's thread.
+        :class:`~seglog.segments.fileio.LateBuffer` (a planned body,
+        :func:`~seglog.segments.batch.plan_batch_parts`), made in the write's thread.
         ``headers`` must be those of the bytes written (with their final base
         offsets); each is checked, and the parts must add up to exactly the
         batches' sizes.
@@ -995,7 +996,8 @@ class LogSegment:
 
         end = batch_position
         # Loaded indexes get the file bytes after their last entry written for real while the
-        # worker is there: the loop's mapped entry writes then never fault on a hole (~2 ms each).
+        # worker is there: the loop's mapped entry writes then never fault on a hole (a block
+        # reservation in the page fault, milliseconds on the event loop: see AbstractIndex.prepare_ahead).
         prepare = self._prepare_indexes if self._offset_index.is_loaded and self._time_index.is_loaded else None
         try:
             await self._log.append(parts, fsync=fsync, then=prepare)
@@ -1153,7 +1155,7 @@ class LogSegment:
         size = spacing or _READ_WINDOW
         if one_batch and max_bytes > size:
             return None  # a fetch of more than this batch: read_cached reads it, once
-        want = size if size >= max_bytes else max_bytes  # min(max(...)) inlined: ~0.2 us of a point read
+        want = size if size >= max_bytes else max_bytes  # min(max(...)) inlined: a point read's hot path
         if want > end - position:  # noqa: PLR1730 -- no min() call on this path
             want = end - position
         window = self._log.read_cached(position, want)
@@ -1231,7 +1233,7 @@ class LogSegment:
             view = view[: _whole_batches_length(view[:fetch_size], first_size)]
         else:
             view = view[:first_size]
-        # tuple.__new__: two NamedTuple constructors' Python frames are ~0.8 us of a ~10 us point read.
+        # tuple.__new__: two NamedTuple constructors' Python frames are a noticeable part of a point read.
         return _new_fetch_data((
             _new_offset_metadata((start_offset, self._base_offset, position)),
             view,

@@ -1,4 +1,4 @@
-"""DESIGN §3 as written: the public names and calls that code outside the project relies on.
+"""The public API contract (docs/API.md): the public names and calls that code outside the project relies on.
 
 Each test runs the contract's own snippet (adapted only where it needs values), so a rename or a
 changed signature fails here first.

@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from seglog import __version__
 from seglog.engine import errors
 from seglog.tools._output import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, epilog
 
@@ -58,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
             "seglog COMMAND --help",
         ),
     )
+    parser.add_argument("--version", action="version", version=f"seglog {__version__}",
+                        help="print seglog's version (seglog.__version__) and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         qualified = f"seglog.tools.commands.{name}"

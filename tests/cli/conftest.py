@@ -18,7 +18,7 @@ from seglog.tools.cli import main
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
-    """Run ``seglog ARGS...`` in-process through ``tools.cli.main``; returns (exit code, stdout, stderr)."""
+    """Run ``seglog ARGS...`` in-process through ``seglog.tools.cli.main``; returns (exit code, stdout, stderr)."""
     monkeypatch.delenv("SEGLOG_LOG_DIR", raising=False)
 
     def run(*args: str | Path) -> Result:

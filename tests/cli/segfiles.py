@@ -1,6 +1,6 @@
 """Build seglog log directories byte by byte, without an Engine, for inspection and CLI tests.
 
-Segments are written with ``segments.batch.encode_batch`` and the index classes,
+Segments are written with ``seglog.segments.batch.encode_batch`` and the index classes,
 following the segment layer's index rule (an entry when more than
 ``index_interval`` bytes were appended since the last one, checked before the
 batch; the final time-index entry at close), so a directory built here is what

@@ -60,6 +60,14 @@ def test_help_exits_0(cli: Cli, command: str) -> None:
     assert r.code == 0 and "usage: seglog" in r.out
 
 
+def test_version_is_the_package_version(cli: Cli) -> None:
+    import seglog
+
+    r = cli("--version")
+    assert r.code == 0 and r.out == f"seglog {seglog.__version__}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", seglog.__version__)
+
+
 def test_no_command_and_unknown_command_are_usage_errors(cli: Cli) -> None:
     r = cli()
     assert r.code == 2 and "usage: seglog" in r.err and r.out == ""

@@ -1,6 +1,6 @@
 """Crash safety through the public API: kill -9 of a writer process, power loss, a full disk.
 
-DESIGN §4: a record whose append returned survives a process crash; with
+The durability promise (README, "Guarantees"): a record whose append returned survives a process crash; with
 ``flush_messages=1`` it also survives power loss; a failed append leaves the
 log as it was.
 """

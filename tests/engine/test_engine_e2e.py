@@ -1,4 +1,4 @@
-"""End-to-end behaviour of the public API (engine only), as DESIGN §3-§4 promise it."""
+"""End-to-end behaviour of the public API (engine only), as docs/API.md and README's guarantees promise it."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ async def test_lock_holds_across_processes(tmp_path: Path) -> None:
         proc = await asyncio.create_subprocess_exec(
             os.sys.executable, "-c",  # type: ignore[attr-defined]
             "import asyncio, sys\n"
-            "from engine import Engine, errors\n"
+            "from seglog.engine import Engine, errors\n"
             "async def main():\n"
             "    try:\n"
             f"        await Engine.open({str(tmp_path)!r})\n"

@@ -102,6 +102,21 @@ def test_record_from_a_missing_directory_is_a_usage_error(tmp_path: Path,
     assert not (tmp_path / "w.parquet").exists()
 
 
+def test_without_the_plots_extra_replay_writes_its_report_and_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from seglog.tools.replay import cliutil
+
+    monkeypatch.setattr(cliutil, "PLOT_MODULES", ("no_such_module_for_seglog",))
+    report = tmp_path / "replay.json"
+    assert main(["replay", str(SAMPLE), "--log-dir", str(tmp_path / "d"), "--speed", "max",
+                 "--report", str(report)]) == 0
+    assert "Plots:  skipped: the 'plots' extra (matplotlib) is not installed: pip install 'seglog[plots]'" in (
+        capsys.readouterr().err)
+    assert "plots" not in json.loads(report.read_text())
+    assert list(tmp_path.glob("*.png")) == []
+
+
 def test_without_the_replay_extra_commands_say_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

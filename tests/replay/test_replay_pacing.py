@@ -78,7 +78,7 @@ async def test_spinning_producers_do_not_block_each_other() -> None:
         return sorted(late)
 
     # Up to three runs of 0.1 s: a producer that blocked the others would be late in every run, while
-    # one stall of this shared 2-vCPU VM (seen once in CI: p90 15 ms after a minute of heavy tests)
+    # one stall of this shared 2-vCPU VM (CI has seen one after a minute of heavy tests)
     # spoils one run only.
     for _ in range(3):
         late = await one_run()

@@ -1,6 +1,6 @@
 """decode_buffers (the Spark source's decoder) against decode_columns, on any batch.
 
-``segments._speedups.arrow_batch`` reads a batch body itself (a bounded reader
+``seglog.segments._speedups.arrow_batch`` reads a batch body itself (a bounded reader
 of the msgpack subset FORMAT.md §2.2 allows) straight into Arrow-layout
 buffers. Whatever the body, ``decode_buffers`` must give what
 ``decode_columns`` gives: the same rows, or the same CorruptRecordError. The

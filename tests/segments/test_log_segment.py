@@ -1,4 +1,4 @@
-"""LogSegment against Kafka's LogSegmentTest scenarios (T4/T6 in research/kafka-behaviours.md) and D-1..D-6.
+"""LogSegment against Kafka's LogSegmentTest scenarios and D-1..D-6.
 
 Kafka's record helper puts each record in its own shallow batch with timestamp
 offset*10; `batch(offset, *values)` here builds ONE batch of several records,

@@ -1,10 +1,10 @@
-"""The C loops of ``segments._speedups`` against the pure-Python reference in ``segments.batch``.
+"""The C loops of ``seglog.segments._speedups`` against the pure-Python reference in ``seglog.segments.batch``.
 
 The C module takes only the valid case and hands everything else back to the
 Python code, so for *any* input the two paths must agree: the same columns,
 the same Records (of type ``Record``), or the same exception with the same
 message. Each property runs an operation twice, once with the C module and
-once with ``segments.batch._fast`` set to ``None``.
+once with ``seglog.segments.batch._fast`` set to ``None``.
 """
 
 from __future__ import annotations
@@ -403,8 +403,8 @@ def test_seglog_pure_python_turns_the_c_module_off() -> None:
     import sys
 
     code = (
-        "import segments.batch as b\n"
-        "from segments.records import Record\n"
+        "import seglog.segments.batch as b\n"
+        "from seglog.segments.records import Record\n"
         "buf = b.encode_batch(0, [Record(b'v'), Record(b'w')], timestamp_type=b.TimestampType.CREATE_TIME, now_ms=5)\n"
         "out = b.decode_batches(buf, max_batch_bytes=1 << 20)\n"
         "print(b._fast is None, [r.value for r in out])\n"

@@ -1,4 +1,4 @@
-"""One SparkSession for every Spark test (research/spark.md §6); the data helpers live in ``sparkdata``.
+"""One SparkSession for every Spark test (a session start costs seconds); the data helpers live in ``sparkdata``.
 
 The session is ``local[2,2]``: two threads, and a failed task is tried once
 more, so the writer's retry path runs for real. It starts lazily: a run that

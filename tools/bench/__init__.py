@@ -1,14 +1,14 @@
 """``seglog bench``: seglog's speed beside the raw limits of the machine and beside its peers, in one run.
 
-Owns the benchmark workloads (``tools.bench.workloads``), the raw references and
-peers they are compared with (``tools.bench.references``), the scaling runs
-(``tools.bench.scaling``), the orchestration and the report — a table, JSON
+Owns the benchmark workloads (``seglog.tools.bench.workloads``), the raw references and
+peers they are compared with (``seglog.tools.bench.references``), the scaling runs
+(``seglog.tools.bench.scaling``), the orchestration and the report — a table, JSON
 and the ratios the acceptance targets of issues 4 and 8 are stated in
-(``tools.bench.report``). ``docs/PERFORMANCE.md`` explains every figure.
+(``seglog.tools.bench.report``). ``docs/PERFORMANCE.md`` explains every figure.
 
 Every figure is measured in the same process and run as its denominator, with
-variants interleaved round by round (research/perf.md: absolute numbers move
-by ±30-40 % on this shared machine, same-run ratios by ±5-10 points).
+variants interleaved round by round: on a shared machine absolute numbers move
+far more between runs than same-run ratios do (docs/PERFORMANCE.md, "Method").
 Timing assertions never go into the test suite; the smoke test only checks
 that a quick run emits every key.
 

@@ -13,7 +13,7 @@ from typing import Final
 
 from seglog.engine import Record
 
-KEY_BYTES: Final = 16  # research/perf.md's record shape: 16-B key, 100-B value, int timestamp
+KEY_BYTES: Final = 16  # the benchmark's record shape: 16-B key, 100-B value, int timestamp
 BASE_TIMESTAMP_MS: Final = 1_700_000_000_000
 
 

@@ -1,7 +1,6 @@
 """The denominators: raw references (what the machine does with no engine) and the peers users would pick.
 
-Raw references follow ``research/perf.md`` (``bench/pipeline.py`` P0 and C1,
-``bench/async_io.py``'s executor round trip): msgpack + ``os.write`` per batch,
+Raw references (docs/PERFORMANCE.md, "Method"): msgpack + ``os.write`` per batch,
 read + streaming unpack, one executor round trip, read + CRC-32C. Peers do the
 same work as seglog: sqlite3 in WAL mode (``synchronous=NORMAL`` and ``FULL``,
 ``executemany`` of one batch per transaction, ``INTEGER PRIMARY KEY``) and

@@ -1,4 +1,4 @@
-"""Orchestration of ``seglog bench``: sizes, sections, rounds; returns a :class:`~tools.bench.report.Report`."""
+"""Orchestration of ``seglog bench``: sizes, sections, rounds; returns a :class:`~seglog.tools.bench.report.Report`."""
 
 from __future__ import annotations
 

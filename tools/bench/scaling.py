@@ -18,8 +18,8 @@ from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset
 from seglog.tools.bench.timing import now
 from seglog.tools.bench.workloads import TOPIC
 
-RECOVERY_POINT_FILE: Final = "recovery-point-offset-checkpoint"  # DESIGN §2
-CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"  # DESIGN §2
+RECOVERY_POINT_FILE: Final = "recovery-point-offset-checkpoint"  # docs/OPERATIONS.md §1
+CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"  # docs/OPERATIONS.md §1
 SEGMENTS_PER_PARTITION: Final = 10
 
 

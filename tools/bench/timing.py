@@ -79,8 +79,8 @@ async def interleave(rounds: Rounds, variants: Sequence[Callable[[bool], Awaitab
 def settle() -> None:
     """Collect, then move everything alive now (the benchmark's input data) out of the cyclic GC's view.
 
-    research/perf.md: without this, collections inside timed loops rescan
-    millions of setup objects that a steady-state server would not have.
+    Without this, collections inside timed loops rescan millions of setup
+    objects that a steady-state server would not have.
     """
     gc.collect()
     gc.freeze()

@@ -1,6 +1,6 @@
 """``seglog bench [--quick] [--json [PATH]] [--only NAME,...]``: seglog's speed beside its denominators, one run.
 
-A thin shell over :mod:`tools.bench`: parse the options, run the sections,
+A thin shell over :mod:`seglog.tools.bench`: parse the options, run the sections,
 print the table (stdout) and the JSON report (stdout or PATH). Progress lines
 go to stderr. docs/PERFORMANCE.md explains every figure.
 """

@@ -1,6 +1,6 @@
 """``seglog consume TOPIC``: read records by offset or time, print them as text, JSON Lines or raw bytes.
 
-Reads the files with :func:`engine.inspect.read_records` (``pread``, no lock,
+Reads the files with :func:`seglog.engine.inspect.read_records` (``pread``, no lock,
 no mmap), so it works while an application has the directory open, even as it
 trims and truncates files. ``--follow`` keeps going at the end of the log:
 ``PartitionLog.subscribe`` only wakes for appends made through the same

@@ -1,6 +1,6 @@
 """``seglog explain TOPIC PARTITION --offset N | --timestamp T``: show how a lookup finds its answer.
 
-A thin shell over :func:`engine.inspect.explain_offset` / ``explain_timestamp``
+A thin shell over :func:`seglog.engine.inspect.explain_offset` / ``explain_timestamp``
 (read-only, straight from the files): the segment chosen, the index slots the
 search probed and the entry it settled on, the batches scanned from there and
 the bytes read, and the result.

@@ -1,7 +1,8 @@
 """``seglog groups list|describe|reset|delete``: consumer-group positions, lag, and resets.
 
 ``list``, ``describe`` and the planning part of ``reset`` read the files with
-:mod:`engine.inspect` (no lock); ``reset`` computes the new positions (earliest, latest, a time, or an offset) and, as
+:mod:`seglog.engine.inspect` (no lock); ``reset`` computes the new positions (earliest, latest, a
+time, or an offset) and, as
 ``kafka-consumer-groups --reset-offsets``, only prints them unless
 ``--execute`` is given; ``reset --execute`` and ``delete`` take the directory
 lock to commit.

@@ -1,6 +1,6 @@
 """``seglog offsets TOPIC``: earliest, latest, max-timestamp or by-time offsets per partition (kafka-get-offsets).
 
-Answers with :func:`engine.inspect.offset_for_timestamp` (what
+Answers with :func:`seglog.engine.inspect.offset_for_timestamp` (what
 ``PartitionLog.offset_for_timestamp`` answers, read from the files without a
 lock or mmap, so it is safe beside a live engine), with Kafka's ListOffsets
 sentinels: ``earliest`` (-2), ``latest`` (-1), ``max-timestamp`` (-3), or a

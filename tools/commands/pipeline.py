@@ -1,6 +1,6 @@
 """``seglog pipeline``: the Spark jobs (export, import, prepare-workload, report).
 
-A thin shell over :mod:`tools.spark.jobs`; each subcommand starts one
+A thin shell over :mod:`seglog.tools.spark.jobs`; each subcommand starts one
 SparkSession on ``--master`` (like spark-submit's; default ``local[2]``) with
 the ``seglog`` source registered, runs one job and stops the session.
 pyspark is the ``spark`` extra: without it the command says so and exits 1.

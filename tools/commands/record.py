@@ -1,8 +1,8 @@
 """``seglog record``: write a workload from the records of an existing log directory.
 
-A thin shell over :func:`tools.replay.recorder.record_log` (the engine's public
+A thin shell over :func:`seglog.tools.replay.recorder.record_log` (the engine's public
 read API only). To record an application's own calls instead, wrap its engine
-in :class:`tools.replay.recorder.RecordingEngine` (see docs/WORKLOADS.md).
+in :class:`seglog.tools.replay.recorder.RecordingEngine` (see docs/WORKLOADS.md).
 """
 
 from __future__ import annotations

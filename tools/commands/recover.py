@@ -1,6 +1,6 @@
 """``seglog recover [DIR] [--dry-run]``: show, or perform, what crash recovery does to a log directory.
 
-``--dry-run`` asks :func:`engine.inspect.plan_recovery` (read-only) which
+``--dry-run`` asks :func:`seglog.engine.inspect.plan_recovery` (read-only) which
 segments a forced recovery would scan, where each would be cut and why, and
 which indexes it would rebuild. Without it, the directory is opened with
 ``Engine.open(force_recovery=True)`` (taking the directory lock, so not while

@@ -1,6 +1,6 @@
 """``seglog replay``: replay a recorded workload into a log directory and report on it.
 
-A thin shell over :mod:`tools.replay`: load and validate the workload, build
+A thin shell over :mod:`seglog.tools.replay`: load and validate the workload, build
 the plan, run it (uvloop when installed), write the JSON report and the plots,
 print the summary on stderr. Exit 0 when every record landed and was verified
 and nothing failed; 1 for an invalid workload, a failed call or a verification
@@ -25,7 +25,14 @@ from seglog.tools._output import (
     progress,
     stderr_console,
 )
-from seglog.tools.replay.cliutil import missing_extra, print_findings, speed_arg, topic_count_arg
+from seglog.tools.replay.cliutil import (
+    PLOTS_SKIPPED,
+    missing_extra,
+    plots_available,
+    print_findings,
+    speed_arg,
+    topic_count_arg,
+)
 
 EPILOG = """\
 The workload is Parquet (a file or a dataset directory) or JSON Lines; see
@@ -33,7 +40,8 @@ docs/WORKLOADS.md. Pacing follows the rows' ts_ns capture times: --speed 1 is
 the recorded pace, --speed 10 (or 10x) ten times faster, --speed max as fast
 as possible. The report (JSON) holds throughput, HDR latency percentiles,
 schedule lag, fidelity, storage figures, errors and the verification of every
-partition; plots are written next to it.
+partition; PNG plots are written next to it when the 'plots' extra
+(matplotlib) is installed.
 
 Examples:
   seglog replay examples/sample-workload.parquet --log-dir data --report reports/replay.json
@@ -103,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     plan = build_plan(workload)
     # The plan lives until the end; a full collection over it and the imported modules
-    # (~50,000 objects for the sample) stops the event loop for ~11 ms -- schedule lag.
+    # (tens of thousands of objects for the sample) would stop the event loop mid-replay -- schedule lag.
     gc.collect()
     gc.freeze()
     options = ReplayOptions(speed=args.speed, consumers=args.consumers, verify=not args.no_verify)
@@ -115,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.report is not None:
         args.report.parent.mkdir(parents=True, exist_ok=True)
-        if not args.no_plots:
+        if not args.no_plots and plots_available():
             from seglog.tools.replay.plots import write_plots
 
             report["plots"] = [str(p) for p in write_plots(report, args.report)]
@@ -125,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
         note(f"Report: {args.report}")
         if report.get("plots"):
             note("Plots:  " + ", ".join(report["plots"]))
+        elif not args.no_plots:
+            note("Plots:  " + PLOTS_SKIPPED)
     if args.json:
         print_json(report)
     return 0 if outcome.ok else 1

@@ -1,7 +1,7 @@
 """``seglog topics create|list|describe|delete``: manage and describe the topics of a log directory.
 
 ``create`` and ``delete`` open the directory with an ``Engine`` (taking its
-lock); ``list`` and ``describe`` read the files with :mod:`engine.inspect`
+lock); ``list`` and ``describe`` read the files with :mod:`seglog.engine.inspect`
 (no lock, nothing written), so they also work while an application has the
 directory open.
 """

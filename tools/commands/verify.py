@@ -1,6 +1,6 @@
 """``seglog verify [DIR]``: check every segment and index of a log directory; exit 1 on findings.
 
-A thin shell over :func:`engine.inspect.verify` (read-only: no lock, no write).
+A thin shell over :func:`seglog.engine.inspect.verify` (read-only: no lock, no write).
 Findings go to stdout, one per line (``severity [check] FILE @POSITION
 (offset N): message``), the summary to stderr. Exit 0 when no error or warning was found,
 1 otherwise, 2 when DIR is not a directory.

@@ -2,8 +2,8 @@
 
 The conventions every ``seglog`` command shares (log directory option, time
 parsing, progress bars, notes on stderr, exit codes) live in
-:mod:`tools._output`; this module adds what only the workload commands need.
-Imports only the standard library and :mod:`tools._output` at module level, so
+:mod:`seglog.tools._output`; this module adds what only the workload commands need.
+Imports only the standard library and :mod:`seglog.tools._output` at module level, so
 the command modules can register their parsers without the ``replay`` extra.
 """
 
@@ -17,10 +17,13 @@ from typing import Final
 from seglog.tools._output import note
 
 MISSING_EXTRA: Final = (
-    "this command needs the 'replay' extra (pyarrow, hdrhistogram, matplotlib): pip install 'seglog[replay]'"
+    "this command needs the 'replay' extra (pyarrow, hdrhistogram): pip install 'seglog[replay]'"
 )
 # Import names of the 'replay' extra's packages.
-EXTRA_MODULES: Final = ("pyarrow", "hdrh", "matplotlib")
+EXTRA_MODULES: Final = ("pyarrow", "hdrh")
+# Import names of the 'plots' extra's packages: optional, a report without plots is complete.
+PLOT_MODULES: Final = ("matplotlib",)
+PLOTS_SKIPPED: Final = "skipped: the 'plots' extra (matplotlib) is not installed: pip install 'seglog[plots]'"
 
 
 def speed_arg(text: str) -> float | None:
@@ -53,6 +56,11 @@ def missing_extra() -> bool:
     if missing:
         note(f"Error: {MISSING_EXTRA} (missing: {', '.join(missing)})")
     return bool(missing)
+
+
+def plots_available() -> bool:
+    """True when the 'plots' extra is installed (``seglog replay`` then draws PNG plots beside its report)."""
+    return all(importlib.util.find_spec(m) is not None for m in PLOT_MODULES)
 
 
 def print_findings(findings: Iterable[object], limit: int = 50) -> None:

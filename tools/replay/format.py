@@ -1,4 +1,4 @@
-"""The workload file format (DESIGN §7): columns, reading, writing.
+"""The workload file format (docs/WORKLOADS.md): columns, reading, writing.
 
 A workload is a table with one row per recorded call. Its first columns are
 Spark's Kafka-source schema, so ``spark.read.parquet`` reads it and Spark can
@@ -27,7 +27,7 @@ binary fields in base64 and ``timestamp`` as ISO 8601 (or integer milliseconds).
 ``docs/WORKLOADS.md`` is the user-facing description.
 
 Reading is split in two: :func:`read_raw` turns a file into plain Python
-columns (and reports cells it could not even decode), :mod:`tools.replay.validate`
+columns (and reports cells it could not even decode), :mod:`seglog.tools.replay.validate`
 checks those columns, and :func:`load_workload` does both and builds
 :class:`WorkloadRow` values. This module imports pyarrow (the ``replay`` extra).
 """

@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-# Sleep until this long before a deadline, then spin. Measured here (uvloop, 300
-# sleeps of 1-20 ms): wake-ups come up to 0.35 ms early (libuv timers count whole
-# milliseconds) and 0.2 ms late at the median, 0.6 ms at p90. One millisecond
-# covers the early side; spinning longer only burns CPU the engine's threads need.
+# Sleep until this long before a deadline, then spin. libuv timers count whole
+# milliseconds, so wake-ups come up to a millisecond early (and a fraction of one
+# late); one millisecond covers the early side, and spinning longer only burns CPU
+# the engine's threads need (docs/PERFORMANCE.md, "Measurements behind the code").
 SPIN_NS: Final = 1_000_000
 
 

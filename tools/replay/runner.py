@@ -1,13 +1,13 @@
 """The replay runner: drives a plan against an engine and measures what happened.
 
 One asyncio task per producer stream runs its steps in order, each at its
-absolute deadline (:class:`tools.replay.pacing.Pacer`). A produce step calls
+absolute deadline (:class:`seglog.tools.replay.pacing.Pacer`). A produce step calls
 ``append`` for each of its batches at that moment, without waiting for the
 producer's earlier appends (up to ``MAX_IN_FLIGHT_STEPS`` unacknowledged, like
 a Kafka producer); appends to one partition are written in call order, so a
 producer's order holds. A fetch step first waits for the producer's own
 appends and for the produce steps of others it depends on (see
-:mod:`tools.replay.plan`), then calls ``read`` or ``offset_for_timestamp``.
+:mod:`seglog.tools.replay.plan`), then calls ``read`` or ``offset_for_timestamp``.
 Optional tailing consumers (``subscribe``) split the partitions round robin
 and timestamp every record they receive; end-to-end latency is receive time
 minus the send time of the batch that carried it, joined after the run by
@@ -22,7 +22,7 @@ must hold exactly the planned records (count and checksum), each record the
 content acknowledged at its offset, and each producer's records in its order.
 
 Uses only ``engine``'s public API (``Record``, ``errors`` and the duck-typed
-``Engine``/``PartitionLog`` methods of DESIGN §3), plus a file-system listing
+``Engine``/``PartitionLog`` methods of docs/API.md), plus a file-system listing
 of the log directory for the storage figures.
 """
 
@@ -76,7 +76,7 @@ LATEST_OFFSET: Final = -1
 MAX_ERROR_SAMPLES: Final = 20
 
 class PartitionLogLike(Protocol):
-    """The part of ``engine.PartitionLog`` a replay uses (DESIGN §3)."""
+    """The part of ``PartitionLog`` a replay uses (docs/API.md)."""
 
     @property
     def log_start_offset(self) -> int: ...
@@ -89,7 +89,7 @@ class PartitionLogLike(Protocol):
 
 
 class EngineLike(Protocol):
-    """The part of ``engine.Engine`` a replay uses (DESIGN §3)."""
+    """The part of ``Engine`` a replay uses (docs/API.md)."""
 
     async def create_topic(self, name: str, partitions: int = ..., config: Any = ...) -> Any: ...
     def topics(self) -> Iterable[str]: ...
@@ -166,7 +166,7 @@ class _SentBatch:
 
 @dataclass(slots=True)
 class ReplayMetrics:
-    """Everything a replay measured; :mod:`tools.replay.report` turns it into the report."""
+    """Everything a replay measured; :mod:`seglog.tools.replay.report` turns it into the report."""
 
     speed: float | None
     throughput: Throughput
@@ -637,7 +637,7 @@ class StorageSnapshot:
 
 
 def storage_snapshot(log_dir: str | os.PathLike[str], topic_partitions: Iterable[TopicPartition]) -> StorageSnapshot:
-    """Count ``.log`` segments and bytes under ``<log_dir>/<topic>-<partition>/`` (DESIGN §2).
+    """Count ``.log`` segments and bytes under ``<log_dir>/<topic>-<partition>/`` (docs/OPERATIONS.md §1).
 
     ``allocated_bytes`` counts allocated blocks, so a preallocated, sparse index
     file weighs what it really uses.

@@ -1,6 +1,6 @@
 """The workload validator: every problem, each named by row and column.
 
-Checks the columns :func:`tools.replay.format.read_raw` produced against the
+Checks the columns :func:`seglog.tools.replay.format.read_raw` produced against the
 rules of ``docs/WORKLOADS.md``: required columns and values, Kafka topic names,
 partitions inside the declared counts, produce rows that say what to send,
 fetch rows that say what to read, headers the engine can store, unique
@@ -48,7 +48,7 @@ def topic_name_problem(name: str) -> str | None:
 def validate_raw(raw: RawWorkload) -> list[Finding]:
     """Every problem of a workload read by ``read_raw``, decoding problems first.
 
-    An empty list means :func:`tools.replay.format.rows_from_raw` may build rows.
+    An empty list means :func:`seglog.tools.replay.format.rows_from_raw` may build rows.
     """
     findings = list(raw.findings)
     if raw.nrows == 0:

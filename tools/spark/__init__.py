@@ -4,15 +4,15 @@ Owns: :func:`register` (registers the source with a session and turns on
 ``spark.sql.python.filterPushdown.enabled``, without which pyspark 4.3.0 fails
 every query of a source that implements ``pushFilters``), :func:`read_seglog`
 (a fresh ``load()`` per call: pyspark 4.3.0 reuses a DataFrame's first plan,
-``research/spark.md`` pitfall 1), the source (:mod:`tools.spark.source`), the
-writer (:mod:`tools.spark.writer`), the session builder
-(:mod:`tools.spark.session`) and the ``seglog pipeline`` jobs
-(:mod:`tools.spark.jobs`). ``docs/SPARK.md`` is the user's guide.
+docs/SPARK.md §1), the source (:mod:`seglog.tools.spark.source`), the
+writer (:mod:`seglog.tools.spark.writer`), the session builder
+(:mod:`seglog.tools.spark.session`) and the ``seglog pipeline`` jobs
+(:mod:`seglog.tools.spark.jobs`). ``docs/SPARK.md`` is the user's guide.
 
 Spark's Python workers import this package, so it must be installed on every
 executor (``pip install 'seglog[spark]'``), not reached through ``sys.path``.
 
-Must not import: ``tools.cli``. Importing this package imports pyspark.
+Must not import: ``seglog.tools.cli``. Importing this package imports pyspark.
 """
 
 from __future__ import annotations

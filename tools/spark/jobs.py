@@ -4,7 +4,7 @@ Owns: :func:`export_log` (log directory → Parquet in the Kafka-source schema,
 hive-partitioned by topic and partition, continuing from a manifest),
 :func:`import_files` (Parquet / JSON Lines → log directory through the
 writer), :func:`prepare_workload` (raw recordings → one validated, time-sorted
-replay workload, DESIGN §7, with ``tools.replay``'s format and validator) and
+replay workload, docs/WORKLOADS.md, with ``seglog.tools.replay``'s format and validator) and
 :func:`aggregate_reports` (many replay reports → one table and a plot).
 
 The export manifest (``<out>/_seglog_export.json``, written atomically after the
@@ -16,7 +16,7 @@ Parquet files are committed)::
                "ranges": {"orders-0": [1000, 1200]},   # [start, end) offsets exported
                "gaps": {"orders-0": [900, 1000]}}]}    # deleted by retention before export
 
-Must not import: ``tools.cli``. Imports pyspark (and pyarrow/matplotlib for the workload and report jobs).
+Must not import: ``seglog.tools.cli``. Imports pyspark (and pyarrow/matplotlib for the workload and report jobs).
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ def prepare_workload(
     Spark reads every input (Parquet or JSON Lines in the workload format, in
     any order, e.g. one file per recording process), drops exact duplicate rows,
     and sorts by ``ts_ns`` (then ``producer``, ``seq``). The result is checked
-    with ``tools.replay.validate``; with findings nothing is written and they
+    with ``seglog.tools.replay.validate``; with findings nothing is written and they
     are returned. Partition counts are ``partitions``, else derived from the rows.
     """
     from pyspark.sql import functions as F

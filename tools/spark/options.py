@@ -4,10 +4,10 @@ Owns: :class:`ReadOptions` and :func:`parse_read_options`, the JSON offset
 forms (``{"orders":{"0":23,"1":-2}}``, -2 earliest, -1 latest), the pushdown
 mode, and :func:`partition_key` for streaming offsets (``"orders-0"``).
 
-Spark hands options over as strings with lowercased keys (``research/spark.md``
-§2); everything here works on that ``CaseInsensitiveDict`` or any mapping.
+Spark hands options over as strings with lowercased keys (pyspark's
+``CaseInsensitiveDict``); everything here works on that or any mapping.
 
-Must not import: ``tools.cli``; no pyspark import (plain values, testable alone).
+Must not import: ``seglog.tools.cli``; no pyspark import (plain values, testable alone).
 """
 
 from __future__ import annotations
@@ -58,15 +58,14 @@ class OffsetSpec:
 
 
 # Rows and key + value bytes per Arrow batch a read task hands to Spark, whichever comes first.
-# Measured (bench/spark_bench.py, 1M records of 100 B, one quiet pair of runs): 262,144-row batches
-# scanned 1.13x faster than 65,536-row ones (1.47 vs 1.30 M rows/s: Spark's per-batch cost of a
-# Python data source); the byte cap keeps a batch of
-# large records to ~64 MiB per task (docs/SPARK.md §3).
+# Larger batches scan faster (Spark pays a cost per batch of a Python data source; bench/spark_bench.py,
+# docs/PERFORMANCE.md "Measurements behind the code"); the byte cap keeps a batch of large records to
+# ~64 MiB per task (docs/SPARK.md §3).
 DEFAULT_ROWS_PER_BATCH: Final = 262_144
 DEFAULT_BYTES_PER_BATCH: Final = 64 << 20
 # Segment ranges are packed into tasks by the rule of Spark's file sources (docs/SPARK.md §3):
 # at most min(maxPartitionBytes, max(4 MiB, total / minPartitions)) bytes a task, 4 MiB counted per
-# range (openCostInBytes). A task of a Python data source costs ~35 ms before it reads a byte here,
+# range (openCostInBytes). A task of a Python data source costs tens of ms before it reads a byte,
 # so many small segments are better read by fewer tasks; segments of Kafka's default size (1 GiB)
 # stay a task each. Spark's defaults; minPartitions is the cluster's parallelism, which a reader
 # cannot see: read_seglog() passes spark.sparkContext.defaultParallelism, and without it 8 keeps

@@ -1,12 +1,12 @@
 """A SparkSession for seglog's jobs and tests, with the settings measured to suit this kind of machine.
 
-Owns: :func:`spark_session`. ``research/spark.md`` §1: workers run
-``PYSPARK_PYTHON`` (for local masters set here to this interpreter unless the caller set it),
+Owns: :func:`spark_session`. Workers run ``PYSPARK_PYTHON``
+(for local masters set here to this interpreter unless the caller set it),
 ``SPARK_LOCAL_IP=127.0.0.1`` keeps a local driver on loopback, and C1-only JIT
 with the serial GC cut small-query latency by a third without slowing
 million-row scans. The ``seglog`` source is registered on the session.
 
-Must not import: ``tools.cli``. Imports pyspark.
+Must not import: ``seglog.tools.cli``. Imports pyspark.
 """
 
 from __future__ import annotations

@@ -4,16 +4,16 @@ Owns: :class:`SeglogDataSource` (``name() == "seglog"``), the batch reader
 (:class:`SeglogReader`: consecutive segment ranges packed into input partitions
 by Spark's file-source rule, :func:`pack_ranges`; filters
 on ``topic``/``partition``/``offset``/``timestamp`` answered by
-:mod:`engine.scan` with the indexes), the stream reader
+:mod:`seglog.engine.scan` with the indexes), the stream reader
 (:class:`SeglogStreamReader`: offsets ``{"<topic>-<partition>": next_offset}``,
 ``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``), and the planning they
-share. The writer lives in :mod:`tools.spark.writer`.
+share. The writer lives in :mod:`seglog.tools.spark.writer`.
 
 Pickling: Spark pickles the reader (with what ``pushFilters`` stored on it)
 and each :class:`SegmentPartition` to the executors, so both hold only small
-plain values; files are opened inside ``read()`` (``research/spark.md`` pitfall 9).
+plain values; files are opened inside ``read()``, in the worker that reads them.
 
-Must not import: ``tools.cli``. Imports pyspark and pyarrow (the ``spark`` extra).
+Must not import: ``seglog.tools.cli``. Imports pyspark and pyarrow (the ``spark`` extra).
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ _NO_END = scan.NO_END
 
 @dataclass
 class SegmentPartition(InputPartition):
-    """One Spark task's work: one or more :class:`engine.scan.SegmentRange` (picklable, a few hundred bytes each)."""
+    """One Spark task's work: one or more :class:`seglog.engine.scan.SegmentRange` (picklable, a few hundred bytes
+    each)."""
 
     ranges: tuple[scan.SegmentRange, ...]
 
@@ -428,7 +429,7 @@ class SeglogDataSource(DataSource):
         return "seglog"
 
     def schema(self) -> StructType:
-        """Spark's Kafka source schema (``tools.spark.arrow.SCHEMA_DDL``)."""
+        """Spark's Kafka source schema (``seglog.tools.spark.arrow.SCHEMA_DDL``)."""
         return SCHEMA
 
     def reader(self, schema: StructType) -> SeglogReader:
@@ -440,7 +441,7 @@ class SeglogDataSource(DataSource):
         return SeglogStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
-        """The batch writer (:class:`tools.spark.writer.SeglogWriter`)."""
+        """The batch writer (:class:`seglog.tools.spark.writer.SeglogWriter`)."""
         from seglog.tools.spark.writer import SeglogWriter
 
         return SeglogWriter(dict(self.options), schema, overwrite)

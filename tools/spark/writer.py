@@ -6,7 +6,7 @@ Protocol (nothing becomes visible before every task succeeded):
    count of every existing topic (rows without a ``partition`` are placed by
    key with Kafka's murmur2 partitioner, or round-robin without a key).
 2. Each task (``write()``) encodes its rows into record batches with
-   base offset 0 (``segments.batch.encode_batch``) and appends them to
+   base offset 0 (``seglog.segments.batch.encode_batch``) and appends them to
    ``<log_dir>/.staging/<job>/<topic>-<partition>.<task>.<attempt>``, one file per
    topic-partition it saw, then returns the list of its files. A task that
    fails, or an attempt Spark retries, leaves a file no message names.
@@ -24,7 +24,7 @@ topic-partition are appended in task order, so ``repartition("topic",
 task and keeps the DataFrame's order. The commit holds the directory's lock
 (an ``Engine`` is opened), so writes go to a directory no other Engine has open.
 
-Must not import: ``tools.cli``. Imports pyspark and pyarrow (the ``spark`` extra).
+Must not import: ``seglog.tools.cli``. Imports pyspark and pyarrow (the ``spark`` extra).
 """
 
 from __future__ import annotations
