@@ -2,13 +2,15 @@
 
 Owns: :class:`AbstractIndex` (open/preallocate, mmap, resize, trim, flush,
 close, delete, rename, relative offsets, the lock), shared by ``OffsetIndex``
-and ``TimeIndex``.
+and ``TimeIndex``; the allocation of index file space before a mapping touches it.
 
 Must not import: ``segments``, ``engine`` or ``tools``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import mmap
 import os
 import struct
@@ -31,14 +33,30 @@ from seglog.indexes.errors import (
 )
 from seglog.indexes.search import largest_lower_bound, native_column
 
-__all__ = ["INT32_MAX", "AbstractIndex", "EntryT", "IndexFile", "PathLike", "delete_file", "rename_file"]
+__all__ = [
+    "FILE_MODE",
+    "INT32_MAX",
+    "AbstractIndex",
+    "EntryT",
+    "IndexFile",
+    "PathLike",
+    "allocate_range",
+    "delete_file",
+    "rename_file",
+]
 
 #: Largest relative offset and position an index entry can hold: both are
 #: stored as big-endian int32 (part of the format, as in Kafka).
 INT32_MAX: Final = 2**31 - 1
-# How far ahead of its next entry a writable index's file is written for real (see prepare_ahead).
+#: Permission bits of a new index file (before the umask): data, never executable.
+FILE_MODE: Final = 0o644
+# How far ahead of its next entry a writable index's file is allocated and written (see reserve).
 PREPARE_AHEAD_BYTES: Final = 64 << 10
 _ZEROS: Final = bytes(PREPARE_AHEAD_BYTES)
+# What posix_fallocate fails with where the file system cannot do it (musl, some FUSE and network
+# file systems): the range is then written for real instead. glibc already falls back by itself.
+_FALLOCATE_UNSUPPORTED: Final = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL})
+_O_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 
 PathLike = str | os.PathLike[str]
 EntryT = TypeVar("EntryT", bound=tuple[int, int])
@@ -72,6 +90,80 @@ def rename_file(source: Path, target: Path, what: str, *, missing_ok: bool) -> N
             raise StorageError(f"{source}: cannot rename {what} to {target}: {exc}") from exc
     except OSError as exc:
         raise StorageError(f"{source}: cannot rename {what} to {target}: {exc}") from exc
+
+
+def _fallocate(fd: int, start: int, end: int) -> bool:
+    """``posix_fallocate`` of ``[start, end)``; ``False`` where the platform or file system has none.
+
+    Raises:
+        OSError: the allocation failed (``ENOSPC``, ``EIO``, ...).
+    """
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:  # macOS and other platforms without it
+        return False
+    try:
+        fallocate(fd, start, end - start)
+    except OSError as exc:
+        if exc.errno in _FALLOCATE_UNSUPPORTED:
+            return False
+        raise
+    return True
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        if written <= 0:  # a file system that takes nothing without saying why: it has no room
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view, position = view[written:], position + written
+
+
+def allocate_range(fd: int, start: int, end: int, *, keep: bool) -> bool:
+    """Give ``[start, end)`` of the open file real blocks, so that no mapped access meets a hole; blocking.
+
+    A store through a shared mapping into a hole must allocate inside the page
+    fault, and where the file system has no room the kernel answers with
+    ``SIGBUS``, which kills the process (on tmpfs a mere read of a hole does
+    too). Allocated beforehand, the failure is an ``ENOSPC`` from a system call
+    instead. ``posix_fallocate`` does it where the file system can; elsewhere
+    the range is written for real: zeros when it holds nothing anyone reads
+    (``keep=False``), or its own bytes read back (``keep=True``). Returns
+    whether the range was written (the fallback) rather than only allocated.
+
+    Raises:
+        OSError: the space cannot be had (``ENOSPC``) or the file system failed;
+            with the write fallback a leading part of the range may be written.
+    """
+    if end <= start or _fallocate(fd, start, end):
+        return False
+    for position in range(start, end, PREPARE_AHEAD_BYTES):
+        size = min(PREPARE_AHEAD_BYTES, end - position)
+        _pwrite_all(fd, _read_whole_at(fd, position, size) if keep else _ZEROS[:size], position)
+    return True
+
+
+def _read_whole_at(fd: int, position: int, size: int) -> bytes:
+    data = os.pread(fd, size, position)
+    return data + bytes(size - len(data))  # past the end of file: zeros, as a hole reads
+
+
+def _holes_before(fd: int, length: int) -> bool:
+    """Whether the file has a hole (an unallocated range) before ``length``; cheap, one ``lseek``."""
+    seek_hole = getattr(os, "SEEK_HOLE", None)
+    if seek_hole is not None:
+        try:
+            return os.lseek(fd, 0, seek_hole) < length
+        except OSError:
+            pass  # not supported here: count blocks instead
+    blocks = getattr(os.fstat(fd), "st_blocks", None)
+    return blocks is None or blocks * 512 < length
+
+
+def _space_error(path: Path, what: str, exc: OSError) -> StorageError:
+    name = errno.errorcode.get(exc.errno or 0, "an error")
+    advice = "; free disk space and retry" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return StorageError(f"{path}: cannot allocate disk space for {what} ({name}: {exc.strerror}){advice}")
 
 
 def _read_whole(fd: int, length: int) -> bytes:
@@ -171,8 +263,14 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
     of the big-endian mapping, close to a bare C ``bisect`` over a native
     array (``bench/bench_indexes.py``; ``docs/INDEXES.md`` has the figures).
 
-    Concurrency: every method takes one lock (``threading.RLock``; ``prepare_ahead``
-    holds it during its ``pwrite``), so an index may be used from several threads
+    Disk space: a slot is written through the mapping only once its file bytes
+    are allocated (:meth:`reserve`; an append reserves for itself when nobody
+    did), so a full disk fails an append with :class:`StorageError` before
+    anything is written instead of killing the process with ``SIGBUS``. An
+    existing writable file with holes is allocated whole before it is mapped.
+
+    Concurrency: every method takes one lock (``threading.RLock``; ``reserve``
+    holds it while it allocates), so an index may be used from several threads
     (the event loop and executor threads); a lookup holds it for about a
     microsecond, so sharing it costs little. The
     mirror is only built, read and changed under that lock. Use after
@@ -213,10 +311,11 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         self._writable = writable
         try:
             try:
-                fd = os.open(self._path, (os.O_RDWR | os.O_CREAT | os.O_EXCL) if writable else os.O_RDONLY)
+                flags = (os.O_RDWR | os.O_CREAT | os.O_EXCL) if writable else os.O_RDONLY
+                fd = os.open(self._path, flags | _O_CLOEXEC, FILE_MODE)
                 newly_created = writable
             except FileExistsError:
-                fd, newly_created = os.open(self._path, os.O_RDWR), False
+                fd, newly_created = os.open(self._path, os.O_RDWR | _O_CLOEXEC), False
         except OSError as exc:
             raise StorageError(f"{self._path}: cannot open index file: {exc}") from exc
         try:
@@ -226,7 +325,9 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
                         f"{self._path}: max index size {max_index_size} is below one entry "
                         f"({self.entry_size} bytes); use a segment index size of at least {self.entry_size}"
                     )
-                os.ftruncate(fd, self._round_down(max_index_size))
+                os.ftruncate(fd, self._round_down(max_index_size))  # sparse: space is taken by reserve()
+            elif writable:
+                self._allocate_existing(fd)
             self._mm, self._length = self._map(fd)
         except OSError as exc:
             raise StorageError(f"{self._path}: cannot size or map index file: {exc}") from exc
@@ -234,6 +335,8 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             os.close(fd)
             if newly_created and not isinstance(self._mm, mmap.mmap):
                 self._path.unlink(missing_ok=True)  # do not leave a half-made file behind
+        # Every byte of an existing file is an entry the mapping may read: all of it is allocated.
+        self._prepared = 0 if newly_created else self._length
         # A new file starts empty; an existing one is taken as full of valid entries (Kafka), except
         # that a read-only snapshot stops at the preallocated zero slots of a live writer's index.
         self._entries = 0 if newly_created else self._length // self.entry_size
@@ -243,6 +346,69 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         self._closed = False
 
     # -- helpers for subclasses -------------------------------------------------
+
+    def _allocate_existing(self, fd: int) -> None:
+        """Allocate the holes of an existing writable file before it is mapped (opening reads its last slot).
+
+        A file left preallocated by a crash is sparse after its entries, and the
+        whole file counts as entries (Kafka's rule) until the caller rebuilds it.
+        The segment layer deletes such files before a rebuild rather than open
+        them, so this is rare; a trimmed file has no hole and costs one ``lseek``.
+
+        Raises:
+            StorageError: the space cannot be had; nothing was mapped.
+        """
+        length = os.fstat(fd).st_size
+        if length and _holes_before(fd, length):
+            try:
+                allocate_range(fd, 0, length, keep=True)
+            except OSError as exc:
+                raise _space_error(self._path, f"the {length} bytes of the index before mapping it", exc) from exc
+
+    def _reserve(self, end: int, *, ahead: bool) -> None:
+        """Allocate the file up to ``end`` bytes before the mapping touches them; lock held.
+
+        With ``ahead`` (a worker thread's :meth:`reserve`) up to
+        ``PREPARE_AHEAD_BYTES`` further than what is allocated, so that this runs
+        about once per 64 KiB of entries, or just up to the end of ``end``'s page
+        when there is no room for more; without (an entry write, maybe on the
+        event loop) up to the end of ``end``'s page. The range is then written
+        with zeros: a mapped store into allocated but never-written blocks still
+        takes a page fault of up to a few ms on ext4, on whichever thread writes
+        the entry. Only slots at or after ``entries`` are touched (unused: their
+        content is never read), and the file never grows.
+
+        Raises:
+            StorageError: the space cannot be had (``ENOSPC``); nothing was written to the index.
+        """
+        end = min(end, self._length)
+        start = max(self._prepared, self._entries * self.entry_size)
+        if end <= start:
+            return
+        # Space comes in pages anyway: the page holding `end` is what an entry write needs at least.
+        needed = min(self._length, end + (-end % mmap.PAGESIZE))
+        ahead_end = min(self._length, max(needed, start + PREPARE_AHEAD_BYTES)) if ahead else needed
+        try:
+            fd = os.open(self._path, os.O_WRONLY | _O_CLOEXEC)
+            try:
+                try:
+                    written = allocate_range(fd, start, ahead_end, keep=False)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or ahead_end == needed:
+                        raise
+                    written = allocate_range(fd, start, needed, keep=False)  # what is needed now may still fit
+                    ahead_end = needed
+                if not written:
+                    with contextlib.suppress(OSError):  # allocated already: the zeros only save page faults
+                        for position in range(start, ahead_end, PREPARE_AHEAD_BYTES):
+                            _pwrite_all(fd, _ZEROS[: min(PREPARE_AHEAD_BYTES, ahead_end - position)], position)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            slots = -(-(end - self._entries * self.entry_size) // self.entry_size)
+            what = f"{slots} more index entries; nothing was written to the index"
+            raise _space_error(self._path, what, exc) from exc
+        self._prepared = ahead_end
 
     def _map(self, fd: int) -> tuple[mmap.mmap | bytes, int]:
         length = os.fstat(fd).st_size
@@ -480,12 +646,15 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
                     f"{self._path}: cannot resize to {rounded} bytes, {self._entries} entries "
                     f"need {self.size_bytes}; truncate first"
                 )
+            # What stays of the file keeps its blocks; what a growth adds is a hole until reserved.
+            prepared = min(self._prepared, rounded)
             self._unmap()
             try:
-                fd = os.open(self._path, os.O_RDWR)
+                fd = os.open(self._path, os.O_RDWR | _O_CLOEXEC)
                 try:
                     os.ftruncate(fd, rounded)
                     self._mm, self._length = self._map(fd)
+                    self._prepared = prepared
                 finally:
                     os.close(fd)
             except OSError as exc:
@@ -562,21 +731,31 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         self._mm = b""
         self._prepared = 0
 
-    def prepare_ahead(self) -> None:
-        """Write zeros over the unused slots just after the last entry, unless done already; blocking.
+    def reserve(self, slots: int) -> None:
+        """Allocate file space for the next ``slots`` entries now (blocking), as far as the file reaches.
 
-        A preallocated index is a sparse file, and the first write into a hole
-        of a mapped file makes ext4 reserve a block in its page fault
-        (milliseconds), on whichever thread writes the entry (the event loop,
-        for an append), again after a writeback. Bytes written with ``pwrite``
-        beforehand (from the append's worker thread) make the mapped entry
-        writes a hundred times cheaper (docs/INDEXES.md). The write is done under the
-        index's lock, within the mapped length and only over slots at or after
-        ``entries`` (unused: their content is never read), so no entry is
-        overwritten and the file never grows, whatever else uses the index
-        meanwhile; a lookup waiting for the lock waits for one ``pwrite`` of at
-        most 64 KiB. Does nothing to a read-only, closed or trimmed index.
-        Best effort: an ``OSError`` is left for the next entry write to meet.
+        Appends reserve on their own before writing an entry through the
+        mapping; a caller that must not fail half way (a segment about to write
+        its ``.log``) reserves first, from a worker thread, so that a full disk
+        fails it before anything is written and no blocking call is left for
+        the event loop. See :meth:`_reserve`.
+
+        Raises:
+            StorageError: no space (``ENOSPC``) or the file system failed; nothing was written.
+            ClosedError, ReadOnlyIndexError.
+        """
+        with self._lock:
+            self._check_writable()
+            end = (self._entries + slots) * self.entry_size
+            if end > self._prepared:
+                self._reserve(end, ahead=True)
+
+    def prepare_ahead(self) -> None:
+        """Best-effort :meth:`reserve` of the slots just after the last entry, unless done already; blocking.
+
+        Does nothing to a read-only, closed or trimmed index, nor when half of
+        the span allocated ahead is still free; a failure (a full disk) is left
+        for the next entry's own reservation to report.
         """
         with self._lock:
             if self._closed or not self._writable or not isinstance(self._mm, mmap.mmap):
@@ -584,19 +763,8 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             start = self._entries * self.entry_size
             if self._prepared - start >= PREPARE_AHEAD_BYTES // 2:
                 return
-            start = max(start, self._prepared)
-            end = min(self._length, start + PREPARE_AHEAD_BYTES)
-            if end <= start:
-                return
-            try:
-                fd = os.open(self._path, os.O_WRONLY)
-                try:
-                    os.pwrite(fd, _ZEROS[: end - start], start)
-                finally:
-                    os.close(fd)
-            except OSError:
-                return
-            self._prepared = end
+            with contextlib.suppress(StorageError):
+                self._reserve(max(start, self._prepared) + PREPARE_AHEAD_BYTES, ahead=True)
 
     def delete(self) -> bool:
         """Unmap and delete the file; returns whether it existed. The index is closed after.

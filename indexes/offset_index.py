@@ -191,6 +191,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             IndexFullError: no free slot (checked first; the segment must roll).
             InvalidOffsetError: ``offset`` is not above :attr:`last_offset` (non-empty index).
             IndexOffsetOverflowError: ``offset - base_offset`` is outside ``[0, 2**31-1]``.
+            StorageError: no disk space for the entry (see :meth:`reserve`); nothing was written.
             ClosedError, ReadOnlyIndexError.
         """
         with self._lock:
@@ -212,6 +213,9 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 self.relative_offset(offset)  # raises IndexOffsetOverflowError with the message
             # Positions come from the segment, which never exceeds segment_bytes (an int32).
             assert 0 <= position <= INT32_MAX, position
+            end = (entries + 1) * OFFSET_ENTRY.size
+            if end > self._prepared:
+                self._reserve(end, ahead=False)  # a store into a hole on a full disk would be SIGBUS; StorageError
             OFFSET_ENTRY.pack_into(self._mm, entries * OFFSET_ENTRY.size, relative, position)
             self._entries += 1
             self._last_offset = offset

@@ -118,6 +118,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             InvalidOffsetError: ``offset`` is below the last entry's offset.
             InvalidTimestampError: ``timestamp`` is below the last entry's timestamp.
             IndexOffsetOverflowError: ``offset - base_offset`` is outside ``[0, 2**31-1]``.
+            StorageError: no disk space for the entry (see :meth:`reserve`); nothing was written.
             ClosedError, ReadOnlyIndexError.
         """
         with self._lock:
@@ -147,6 +148,9 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                 relative = offset - self._base_offset
                 if not 0 <= relative <= INT32_MAX:
                     self.relative_offset(offset)  # raises IndexOffsetOverflowError with the message
+                end = (entries + 1) * TIME_ENTRY.size
+                if end > self._prepared:
+                    self._reserve(end, ahead=False)  # a store into a hole on a full disk would be SIGBUS; StorageError
                 TIME_ENTRY.pack_into(self._mm, entries * TIME_ENTRY.size, timestamp, relative)
                 self._entries = entries + 1
                 self._last_entry = _new_tuple(TimestampOffset, (timestamp, offset))
