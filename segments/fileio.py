@@ -339,7 +339,9 @@ def use_ops(ops: FileOps) -> Iterator[FileOps]:
 
 
 def _storage_error(what: str, path: Path | str, exc: OSError) -> StorageError:
-    return StorageError(f"{path}: {what} failed: {exc.strerror or exc} (errno {exc.errno})")
+    name = errno.errorcode.get(exc.errno or 0, f"errno {exc.errno}")
+    advice = "; free disk space and retry" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return StorageError(f"{path}: {what} failed: {exc.strerror or exc} ({name}){advice}")
 
 
 class _NotCached(Exception):
@@ -492,6 +494,11 @@ class SegmentFile:
                 _fsync_dir_sync(ops, path.parent)
         except OSError as exc:
             ops.close(fd)
+            if created:
+                # A failed preallocation may leave part of its zeros as the length of the file, which
+                # the next open would take for data: the file goes, the next try creates it afresh.
+                with contextlib.suppress(OSError):
+                    ops.unlink(str(path))
             raise _storage_error("create" if created else "stat", path, exc) from exc
         return cls(path, fd, size=size, file_length=length, ops=ops, writable=writable)
 
@@ -638,13 +645,21 @@ class SegmentFile:
     # --- writes ------------------------------------------------------------------------------
 
     async def append(
-        self, buffers: Sequence[Buffer | LateBuffer], *, fsync: bool = False, then: Callable[[], object] | None = None
+        self,
+        buffers: Sequence[Buffer | LateBuffer],
+        *,
+        fsync: bool = False,
+        before: Callable[[], object] | None = None,
+        then: Callable[[], object] | None = None,
     ) -> int:
         """Write ``buffers`` back to back at the end (one ``pwritev``, plus ``fdatasync`` if asked).
 
         One executor hop. A :class:`LateBuffer` is materialized in that hop,
         every one before the first byte is written (if one fails, nothing is
-        written and its error is raised as is). ``then`` runs in the same worker thread after a
+        written and its error is raised as is). ``before`` runs in the same
+        worker thread just before the write (whatever it raises fails the
+        append with nothing written; the caller reserves index space there).
+        ``then`` runs in the same worker thread after a
         successful write (best effort: whatever it raises is ignored, the
         append succeeded), for blocking preparation the caller wants off the
         event loop. The logical size grows only after everything (and the
@@ -664,7 +679,7 @@ class SegmentFile:
 
         # Submitted now, not at the caller's next await: the write overlaps whatever the loop does next
         # (the engine encodes the next group meanwhile), and no Task is created on this hot path.
-        job = submit(self._guarded, self._append_sync, buffers, position, fsync, then)
+        job = submit(self._guarded, self._append_sync, buffers, position, fsync, before, then)
         try:
             await run_to_completion(job)
         finally:
@@ -678,13 +693,18 @@ class SegmentFile:
         buffers: Sequence[Buffer | LateBuffer],
         position: int,
         sync: bool,
+        before: Callable[[], object] | None = None,
         then: Callable[[], object] | None = None,
     ) -> None:
         data = _materialized(buffers)
+        if before is not None:
+            before()
+        step = "write"
         try:
             fd = self._descriptor()
             _pwritev_all(self._ops, fd, data, position)
             if sync:
+                step = "fdatasync"
                 self._ops.fdatasync(fd)
         except OSError as exc:
             # Cut off whatever part of the write reached the file, so the file ends where it did. A
@@ -698,7 +718,7 @@ class SegmentFile:
                 self._ops.ftruncate(fd, position)
                 if self._file_length > position:
                     self._ops.fallocate(fd, position, self._file_length - position)  # zeros again
-            raise _storage_error("fdatasync" if sync else "write", self._path, exc) from exc
+            raise _storage_error(step, self._path, exc) from exc
         if then is not None:
             # Best effort, and the bytes are written: nothing raised here may turn this append into
             # a failure (its bytes would stay in the file, unaccounted for).

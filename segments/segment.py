@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
 from seglog.indexes import LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
-from seglog.indexes.errors import ClosedError, SeglogError
+from seglog.indexes.errors import ClosedError, SeglogError, StorageError
 from seglog.segments.batch import (
     HEADER_SIZE,
     INT32_MAX,
@@ -531,13 +531,21 @@ class LogSegment:
                 return
             self._released = True
         self._closed = True
+        no_space: StorageError | None = None
         try:
             if self._writable and self._max_timestamp_so_far is not None and self._max_timestamp_so_far >= 0:
-                # Kafka swallows errors of this last entry: an index is only a hint.
-                with contextlib.suppress(SeglogError, ValueError):
+                # Kafka swallows errors of this last entry: an index is only a hint. But a clean close
+                # makes the next open trust the time index for the segment's largest timestamp, so
+                # an entry the disk had no room for is reported (after every file is released): the
+                # engine then leaves no clean-shutdown marker and the next open rebuilds the index.
+                try:
                     _final_time_entry(
                         self._time_index.get(), self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
                     )
+                except StorageError as exc:
+                    no_space = exc
+                except (SeglogError, ValueError):
+                    pass
             if self._writable and self._log.size > 0 and not self._index_files_existed[0]:
                 # Leave both index files behind (Kafka's close loads and trims both): a segment too
                 # small to have needed an offset-index entry would otherwise reopen "missing an
@@ -562,6 +570,8 @@ class LogSegment:
                             self._txn_index.close()
                     finally:
                         self._log.close_in_thread(trim=self._writable)
+        if no_space is not None:
+            raise no_space
 
     def close_handlers_in_thread(self) -> None:
         """Release the files without writing or trimming anything (Kafka's ``closeHandlers``); blocking.
@@ -995,12 +1005,16 @@ class LogSegment:
                 raise RuntimeError(f"{self._log.path}: concurrent appends; the caller must serialise them")
 
         end = batch_position
-        # Loaded indexes get the file bytes after their last entry written for real while the
-        # worker is there: the loop's mapped entry writes then never fault on a hole (a block
-        # reservation in the page fault, milliseconds on the event loop: see AbstractIndex.prepare_ahead).
-        prepare = self._prepare_indexes if self._offset_index.is_loaded and self._time_index.is_loaded else None
+        # The index space this append's entries need (and the time index's roll/close entry) is
+        # allocated in the write's worker thread before the .log is written: a full disk fails the
+        # append with nothing written, and the loop's mapped entry writes never fault on a hole.
+        reserve = (
+            partial(self._reserve_index_space, len(entries))
+            if self._offset_index.is_loaded or self._time_index.is_loaded
+            else None
+        )
         try:
-            await self._log.append(parts, fsync=fsync, then=prepare)
+            await self._log.append(parts, fsync=fsync, before=reserve)
         finally:
             # The write happened (the size moved) even if this task was cancelled meanwhile: the
             # bookkeeping must follow the file, or the next append would reuse these offsets.
@@ -1015,19 +1029,38 @@ class LogSegment:
                 self._tail = (position, headers[0].base_offset)
         return position
 
-    def _prepare_indexes(self) -> None:
-        # In the append's worker thread (see AbstractIndex.prepare_ahead).
-        self._offset_index.get().prepare_ahead()
-        self._time_index.get().prepare_ahead()
+    def _reserve_index_space(self, entries: int) -> None:
+        """Allocate the loaded indexes' file space for ``entries`` more entries (blocking, before the write).
 
-    @staticmethod
-    def _add_index_entries(indexes: tuple[OffsetIndex, TimeIndex], entries: list[tuple[int, int, int, int]]) -> None:
+        The time index also gets the slot after them, for the entry written at
+        roll or close, which then never meets a full disk.
+
+        Raises:
+            StorageError: no space (``ENOSPC``); nothing was written.
+            ClosedError: the segment was closed meanwhile.
+        """
+        offset_index, time_index = self._offset_index.peek(), self._time_index.peek()
+        if offset_index is not None and entries:
+            offset_index.reserve(entries)
+        if time_index is not None:
+            time_index.reserve(entries + 1)
+
+    def _add_index_entries(
+        self, indexes: tuple[OffsetIndex, TimeIndex], entries: list[tuple[int, int, int, int]]
+    ) -> None:
+        # The batches are written: whatever happens here, the caller's bookkeeping must follow them.
         offset_index, time_index = indexes
-        for last_offset, entry_position, entry_ts, entry_ts_offset in entries:
-            if not offset_index.is_full:
-                offset_index.append(last_offset, entry_position)
-            if not time_index.is_full:
-                time_index.maybe_append(entry_ts, entry_ts_offset)
+        try:
+            for last_offset, entry_position, entry_ts, entry_ts_offset in entries:
+                if not offset_index.is_full:
+                    offset_index.append(last_offset, entry_position)
+                if not time_index.is_full:
+                    time_index.maybe_append(entry_ts, entry_ts_offset)
+        except StorageError as exc:
+            # Only reachable when the reservation before the write was skipped or undone (the index
+            # was resized meanwhile). An index is sparse: a missing entry makes a lookup scan a
+            # little further, never answer wrong; the final time-index entry keeps the maximum.
+            _log.warning("%s: index entries skipped: %s", self._log.path, exc)
 
     # ------------------------------------------------------------------------------ reads
 
@@ -1490,6 +1523,12 @@ class LogSegment:
             StorageError, ClosedError.
         """
         self._check_writable()
+        if not self._offset_index.is_loaded and not self._time_index.is_loaded:
+            # Rebuilt from scratch anyway: new files, rather than mapping the old ones. A crash leaves
+            # the active segment's indexes preallocated and sparse, and a mapping touches every slot
+            # of an existing file (it is all entries until rebuilt), so each would first have to be
+            # allocated whole: 2 x segment_index_bytes of disk for nothing, maybe on a full disk.
+            await in_thread(self._delete_index_files)
         offset_index, time_index = await self._load_indexes(check=False)
         loop = asyncio.get_running_loop()
         total = self._log.size
@@ -1510,6 +1549,12 @@ class LogSegment:
             return truncated
 
         return await run_to_completion(work())
+
+    def _delete_index_files(self) -> None:
+        with self._load_lock:
+            if not self._offset_index.is_loaded and not self._time_index.is_loaded:
+                self._offset_index.delete()
+                self._time_index.delete()
 
     def _apply_scan(self, outcome: _ScanOutcome) -> None:
         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = outcome.max_ts, outcome.max_ts_offset
