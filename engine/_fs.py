@@ -20,17 +20,31 @@ from typing import Final
 
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from seglog.engine.errors import LogDirLockedError, StorageError
-from seglog.engine.names import parse_partition_dir
-from seglog.segments.fileio import atomic_write, fsync_dir, in_thread, make_dirs, remove
+from seglog.engine.names import is_aside_dir_name, parse_partition_dir
+from seglog.segments.fileio import (
+    FileOps,
+    atomic_write,
+    atomic_write_sync,
+    default_ops,
+    fsync_dir,
+    in_thread,
+    make_dirs,
+    remove,
+)
 
 __all__ = [
+    "CREATE_DIR_SUFFIX",
+    "DELETE_DIR_SUFFIX",
     "DirLock",
     "LogDirListing",
     "atomic_write",
     "fsync_dir",
+    "holds_records",
     "make_dir",
+    "place_new_partition_dirs",
     "remove_file",
     "remove_tree",
+    "rename_dir",
     "rename_if_exists",
     "scan_log_dir",
     "scan_partition_dir",
@@ -39,6 +53,8 @@ __all__ = [
 
 CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"
 TOPIC_FILE: Final = "topic.json"
+DELETE_DIR_SUFFIX: Final = "-delete"  # Kafka's "<topic>-<p>.<uuid>-delete": a deleted partition
+CREATE_DIR_SUFFIX: Final = "-create"  # "<topic>-<p>.<uuid>-create": a partition being built aside
 MAX_SMALL_FILE_BYTES: Final = 64 << 20  # a checkpoint of ~1M partitions; anything larger is not ours
 
 
@@ -54,6 +70,7 @@ class LogDirListing:
     # same file; reading 1000 of them was most of a clean open): None for the others.
     partition_dirs: dict[tuple[str, int], bytes | None] = field(default_factory=dict)
     deleted_dirs: list[str] = field(default_factory=list)
+    unfinished_dirs: list[str] = field(default_factory=list)  # -create leftovers of a cut-short create_topic
 
 
 def _read_small(path: Path) -> bytes | None:
@@ -95,8 +112,10 @@ def _scan(path: Path, create: bool) -> LogDirListing:
                         listing.partition_dirs[parsed] = None
                         dir_names[parsed] = name
                         listing.empty = False
-                    elif name.endswith("-delete") and "." in name:
+                    elif is_aside_dir_name(name, DELETE_DIR_SUFFIX):
                         listing.deleted_dirs.append(name)
+                    elif is_aside_dir_name(name, CREATE_DIR_SUFFIX):
+                        listing.unfinished_dirs.append(name)
         # One topic.json per topic, of its lowest partition that has one (they all hold the same).
         described: set[str] = set()
         for topic, partition in sorted(listing.partition_dirs):
@@ -208,9 +227,92 @@ def _rename_if_exists(source: Path, target: Path) -> bool:
     return True
 
 
+def _rename_dir(source: Path, target: Path) -> None:
+    try:
+        os.rename(source, target)
+    except OSError as exc:
+        raise StorageError(f"{source}: cannot rename to {target}: {exc}") from exc
+
+
+async def rename_dir(source: Path, target: Path) -> None:
+    """Rename a directory (or file).
+
+    Raises:
+        StorageError: the rename failed (``source`` missing included); nothing changed.
+    """
+    await in_thread(_rename_dir, source, target)
+
+
 async def rename_if_exists(source: Path, target: Path) -> bool:
     """Rename a directory or file; ``False`` when ``source`` does not exist."""
     return await in_thread(_rename_if_exists, source, target)
+
+
+def _place_new_partition_dirs(log_dir: Path, dirs: list[tuple[str, str, bytes]], ops: FileOps) -> None:
+    """Build each partition directory aside with its topic.json, then rename it into place; one hop.
+
+    ``dirs`` holds ``(aside name, partition dir name, topic.json)``. A partition
+    directory thus appears complete or not at all: whatever instant a crash
+    hits, every ``<topic>-<p>`` holds its ``topic.json``, and what is still
+    aside (``-create``) is removed by the next open. On failure the directories
+    still aside are removed; those already placed are the caller's to undo.
+    """
+    aside: list[Path] = []
+    try:
+        for aside_name, _, meta in dirs:
+            directory = log_dir / aside_name
+            os.mkdir(directory, 0o755)
+            aside.append(directory)
+            atomic_write_sync(directory / TOPIC_FILE, meta, ops)  # synced, and so is its directory
+        for aside_name, final_name, _ in dirs:
+            target = log_dir / final_name
+            if os.path.lexists(target):  # rename(2) would silently replace an empty directory
+                raise FileExistsError(errno.EEXIST, "a partition directory of that name exists", str(target))
+            os.rename(log_dir / aside_name, target)
+            aside.remove(log_dir / aside_name)
+        fd = os.open(log_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)  # the renames survive power loss
+        finally:
+            os.close(fd)
+    except BaseException as exc:
+        for directory in aside:
+            shutil.rmtree(directory, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise StorageError(f"{exc.filename or log_dir}: cannot create the partition directory: {exc}") from exc
+        raise
+
+
+async def place_new_partition_dirs(log_dir: Path, dirs: list[tuple[str, str, bytes]]) -> None:
+    """Create partition directories, each with its topic.json, atomically (see the sync form above).
+
+    Raises:
+        StorageError: the OS refused; no directory is left aside, placed ones stay.
+    """
+    await in_thread(_place_new_partition_dirs, log_dir, dirs, default_ops())
+
+
+def _holds_records(directory: Path) -> bool:
+    try:
+        with os.scandir(directory) as entries:
+            return any(
+                entry.name.endswith(_LOG_SUFFIX) and entry.is_file(follow_symlinks=False)
+                and entry.stat(follow_symlinks=False).st_size > 0
+                for entry in entries
+            )
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StorageError(f"{directory}: cannot list the partition directory: {exc}") from exc
+
+
+async def holds_records(directory: Path) -> bool:
+    """Whether a partition directory has a non-empty ``.log`` (it may hold records).
+
+    Raises:
+        StorageError: the directory cannot be listed.
+    """
+    return await in_thread(_holds_records, directory)
 
 
 def _remove_tree(path: Path) -> None:

@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import time
-import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,12 +55,13 @@ from seglog.engine.errors import (
     InvalidConfigError,
     InvalidRecordError,
     SeglogError,
+    StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from seglog.engine.groups import GroupOffsets
 from seglog.engine.log import PartitionLog, log_task_failure
-from seglog.engine.names import partition_dir_name
+from seglog.engine.names import aside_dir_name, partition_dir_name
 from seglog.engine.partitioner import KeyPartitioner
 from seglog.engine.results import AppendResult, RecordMetadata
 from seglog.engine.validate import validate_group, validate_offset, validate_partition, validate_topic
@@ -77,7 +77,7 @@ CLEAN_SHUTDOWN_FILE: Final = ".clean-shutdown"
 LOCK_FILE: Final = ".lock"
 TOPIC_FILE: Final = "topic.json"
 TOPIC_FILE_VERSION: Final = 1  # part of the on-disk format
-DELETE_DIR_SUFFIX: Final = "-delete"  # Kafka's "<topic>-<p>.<uuid>-delete" for deleted partitions
+DELETE_DIR_SUFFIX: Final = _fs.DELETE_DIR_SUFFIX  # Kafka's "<topic>-<p>.<uuid>-delete" for deleted partitions
 DELETED_SUFFIX: Final = ".deleted"
 
 # Kafka's broker defaults for the background work (log.retention.check.interval.ms,
@@ -336,10 +336,15 @@ class Engine:
         if not self.read_only:
             for stale in listing.deleted_dirs:
                 self._spawn(_fs.remove_tree(self.path / stale), name="seglog-remove-deleted-topic")
+            for unfinished in listing.unfinished_dirs:
+                log.warning("%s: removing a partition directory a create_topic left unfinished", self.path / unfinished)
+                await _fs.remove_tree(self.path / unfinished)
         partitions = sorted(listing.partition_dirs.items())
         for (topic, partition), meta_bytes in partitions:  # the one topic.json read per topic decides
             if meta_bytes is not None and topic not in self._topics:
                 self._topics[topic] = self._parse_topic_file(topic, partition, meta_bytes)
+        if not self.read_only:
+            partitions = await self._remove_half_made_topics(partitions)
         loads: list[tuple[_Topic, int]] = []
         done = 0
         for (topic, partition), meta_bytes in partitions:
@@ -414,16 +419,50 @@ class Engine:
             raise failures[0]
         # A topic whose creation was cut short by a crash gets its missing partitions now.
         if not self.read_only:
-            for topic_state in self._topics.values():
-                for partition in range(topic_state.partitions):
-                    if (topic_state.name, partition) not in self._logs:
-                        await self._create_partition(topic_state, partition)
+            for topic_state in list(self._topics.values()):
+                missing = [p for p in range(topic_state.partitions) if (topic_state.name, p) not in self._logs]
+                if missing:
+                    log.warning(
+                        "topic %s: partition(s) %s of %d missing (a create_topic was cut short); creating them",
+                        topic_state.name, missing, topic_state.partitions,
+                    )
+                    await self._create_partitions(topic_state, missing)
             await self._groups.load()
             await _fs.remove_file(self.path / CLEAN_SHUTDOWN_FILE, sync_dir=True)
             if recover:
                 await self._write_checkpoints()
         else:
             await self._groups.load()
+
+    async def _remove_half_made_topics(
+        self, partitions: list[tuple[tuple[str, int], bytes | None]]
+    ) -> list[tuple[tuple[str, int], bytes | None]]:
+        """Remove topics no partition directory of which has a topic.json or a record; the rest of ``partitions``.
+
+        What a create_topic cut short by a crash used to leave (it made the
+        directory before writing its topic.json): taken for a topic, it had one
+        partition and the default config, and blocked creating it again. Now a
+        partition directory appears only with its topic.json. A directory that
+        holds records is kept whatever it lacks.
+        """
+        described = set(self._topics)
+        suspects: dict[str, list[int]] = {}
+        for (topic, partition), _ in partitions:
+            if topic not in described:
+                suspects.setdefault(topic, []).append(partition)
+        removed: set[str] = set()
+        for topic, numbers in suspects.items():
+            directories = [self.path / partition_dir_name(topic, p) for p in numbers]
+            if any([await _fs.holds_records(d) for d in directories]):
+                continue
+            for directory in directories:
+                log.warning("%s: removing a partition directory with no topic.json and no record "
+                            "(a create_topic was cut short)", directory)
+                await _fs.remove_tree(directory)
+            removed.add(topic)
+        if removed:
+            await _fs.fsync_dir(self.path)
+        return [item for item in partitions if item[0][0] not in removed]
 
     def _parse_checkpoint(self, name: str, listing: _fs.LogDirListing) -> dict[tuple[str, int], int]:
         data = listing.files.get(name)
@@ -640,6 +679,7 @@ class Engine:
             if segments.is_empty:
                 if self.read_only:
                     raise UnknownTopicOrPartitionError(f"{directory}: holds no segment")
+                log.warning("%s: holds no segment (a create_topic was cut short?); starting an empty one", directory)
                 segments.add(await self._new_segment(directory, config, max(log_start_offset, 0), now_ms))
             active = segments.active_segment
             assert active is not None
@@ -752,8 +792,7 @@ class Engine:
             state = _Topic(topic, partitions, overrides, effective)
             self._topics[topic] = state
             try:
-                for partition in range(partitions):
-                    await self._create_partition(state, partition)
+                await self._create_partitions(state, range(partitions))
             except BaseException:
                 await self._drop_topic(topic)
                 raise
@@ -775,46 +814,116 @@ class Engine:
         overrides = {k: v for k, v in effective.to_properties().items() if base_props[k] != v}
         return effective, overrides
 
-    async def _create_partition(self, topic: _Topic, partition: int) -> None:
-        directory = self.path / partition_dir_name(topic.name, partition)
-        meta = {
-            "version": TOPIC_FILE_VERSION,
-            "topic": topic.name,
-            "partition": partition,
-            "partitions": topic.partitions,
-            "config": topic.overrides,
-        }
-        await _fs.make_dir(directory)
-        await _fs.atomic_write(directory / TOPIC_FILE, json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n")
+    async def _create_partitions(self, topic: _Topic, partitions: Sequence[int]) -> None:
+        """Create ``partitions`` of ``topic``: each directory complete with its topic.json, or not at all.
+
+        Each directory is built aside (``<topic>-<p>.<uuid>-create``) and renamed
+        into place only once its ``topic.json`` is durable, so a crash at any
+        instant leaves every ``<topic>-<p>`` directory with its topic's config
+        and partition count. The next open removes what is still aside and
+        creates the partitions a topic.json names but no directory holds
+        (docs/OPERATIONS.md, "Creating and deleting topics").
+        """
+        placed = [
+            (
+                aside_dir_name(topic.name, partition, _fs.CREATE_DIR_SUFFIX),
+                partition_dir_name(topic.name, partition),
+                json.dumps(
+                    {
+                        "version": TOPIC_FILE_VERSION,
+                        "topic": topic.name,
+                        "partition": partition,
+                        "partitions": topic.partitions,
+                        "config": topic.overrides,
+                    },
+                    indent=2,
+                    sort_keys=True,
+                ).encode()
+                + b"\n",
+            )
+            for partition in partitions
+        ]
+        await _fs.place_new_partition_dirs(self.path, placed)
         now_ms = _now_ms()
-        segments: LogSegments[LogSegment] = LogSegments()
-        segments.add(await self._new_segment(directory, topic.config, 0, now_ms))
-        # Registered before the last fsync: if that fails, the engine still owns (and closes) the files.
-        self._logs[(topic.name, partition)] = PartitionLog(
-            self, topic.name, partition, directory, topic.config, segments,
-            log_start_offset=0, log_end_offset=0, recovery_point=0, read_only=False, active_is_new=True,
-        )
-        await _fs.fsync_dir(self.path)
+        for partition in partitions:
+            directory = self.path / partition_dir_name(topic.name, partition)
+            segments: LogSegments[LogSegment] = LogSegments()
+            segments.add(await self._new_segment(directory, topic.config, 0, now_ms))
+            self._logs[(topic.name, partition)] = PartitionLog(
+                self, topic.name, partition, directory, topic.config, segments,
+                log_start_offset=0, log_end_offset=0, recovery_point=0, read_only=False, active_is_new=True,
+            )
 
     async def delete_topic(self, topic: str) -> None:
         """Delete ``topic``: its partitions close at once and their files are removed in the background.
 
         Subscribers of its partitions stop; committed group offsets of the topic
-        are dropped (as Kafka does).
+        are dropped (as Kafka does). Every partition directory is first renamed
+        to ``<topic>-<p>.<uuid>-delete`` (the topic part cut short to fit 255
+        bytes, as Kafka does) while the partitions stay open; only when every
+        rename succeeded is the topic gone. A failure undoes the renames and
+        leaves the topic as it was, fully usable.
 
         Raises:
             UnknownTopicOrPartitionError: no such topic.
+            StorageError: a directory could not be renamed; the topic is unchanged.
         """
         self._check_writable()
         validate_topic(topic)
         async with self._admin_lock:
-            self._topic(topic)
+            state = self._topic(topic)
+            await self._set_topic_aside(state)
             await self._drop_topic(topic)
             await self._groups.forget_topic(topic)
             await self._write_checkpoints()
         log.info("deleted topic %s", topic)
 
+    async def _set_topic_aside(self, state: _Topic) -> None:
+        """Rename every partition directory of ``state`` to a ``-delete`` name, or none (admin lock held).
+
+        Each partition's lock is held meanwhile, so no append, roll or retention
+        pass creates or renames a file in a directory being moved, and each
+        partition's files follow their directory at once (Kafka's
+        ``LocalLog.renameDir``). Partitions a clean open left unopened are
+        opened first: their files must follow too.
+
+        Raises:
+            StorageError: a rename failed; those done were undone.
+        """
+        plogs = [self._logs[(state.name, p)] for p in range(state.partitions) if (state.name, p) in self._logs]
+        for plog in plogs:
+            if plog._unopened is not None:
+                await plog._open()
+        moved: list[tuple[PartitionLog, Path]] = []
+        async with contextlib.AsyncExitStack() as held:
+            for plog in plogs:
+                await held.enter_async_context(plog._lock)
+            try:
+                for plog in plogs:
+                    source = plog.directory
+                    target = self.path / aside_dir_name(state.name, plog.partition, DELETE_DIR_SUFFIX)
+                    await _fs.rename_dir(source, target)
+                    plog._move_to(target)
+                    moved.append((plog, source))
+                await _fs.fsync_dir(self.path)
+            except BaseException:
+                for plog, source in reversed(moved):
+                    try:
+                        await _fs.rename_dir(plog.directory, source)
+                    except StorageError as exc:
+                        log.error("%s-%d: cannot undo the rename of a topic being deleted: %s",
+                                  plog.topic, plog.partition, exc)
+                        continue
+                    plog._move_to(source)
+                raise
+            for plog in plogs:
+                plog._mark_deleted()  # before the locks go: queued appends must not start
+
     async def _drop_topic(self, topic: str) -> None:
+        """Forget ``topic``, close its partitions, and remove its directories in the background.
+
+        Directories not renamed yet (a create_topic being rolled back) are renamed now.
+        """
         state = self._topics.pop(topic, None)
         if state is None:
             return
@@ -825,11 +934,18 @@ class Engine:
         for partition in range(state.partitions):
             plog = self._logs.pop((topic, partition), None)
             if plog is not None:
-                await plog.close()
-            source = self.path / partition_dir_name(topic, partition)
-            target = self.path / f"{source.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-            if await _fs.rename_if_exists(source, target):
-                self._spawn(_fs.remove_tree(target), name=f"seglog-remove-{target.name}")
+                try:
+                    await plog.close()
+                except SeglogError as exc:  # the files are released anyway; they are removed below
+                    log.warning("%s-%d: close of a deleted partition failed: %s", topic, partition, exc)
+            source = self.path / partition_dir_name(topic, partition) if plog is None else plog.directory
+            if source.name.endswith(DELETE_DIR_SUFFIX):  # set aside by delete_topic already
+                target = source
+            else:
+                target = self.path / aside_dir_name(topic, partition, DELETE_DIR_SUFFIX)
+                if not await _fs.rename_if_exists(source, target):
+                    continue
+            self._spawn(_fs.remove_tree(target), name=f"seglog-remove-{target.name}")
         await _fs.fsync_dir(self.path)
 
     def log(self, topic: str, partition: int = 0) -> PartitionLog:

@@ -1150,6 +1150,12 @@ class PartitionLog:
             return None
         return ClosedPartition(self._log_end_offset, self.size_bytes, largest, tuple(self._segments.base_offsets()))
 
+    def _move_to(self, directory: Path) -> None:
+        """Follow the partition's directory, renamed as a whole, to ``directory``; no I/O (lock held)."""
+        self.directory = directory
+        for segment in self._segments:
+            segment.update_parent_dir(directory)
+
     def _mark_deleted(self) -> None:
         # Its topic is being deleted: appends and opening its files are refused from now on, before
         # the partitions are closed one by one.

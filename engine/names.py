@@ -11,12 +11,16 @@ Must not import: ``tools``.
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Final
 
 from seglog.engine.errors import InvalidTopicError
 
 __all__ = [
+    "MAX_DIR_NAME_BYTES",
     "MAX_TOPIC_LENGTH",
+    "aside_dir_name",
+    "is_aside_dir_name",
     "is_partition_dir_name",
     "parse_partition_dir",
     "partition_dir_name",
@@ -25,6 +29,7 @@ __all__ = [
 ]
 
 MAX_TOPIC_LENGTH: Final = 249  # Kafka's Topic.MAX_NAME_LENGTH
+MAX_DIR_NAME_BYTES: Final = 255  # a file name's limit on every common file system (NAME_MAX)
 MAX_PARTITIONS: Final = 1_000_000
 _LEGAL: Final = re.compile(r"[A-Za-z0-9._-]+")
 _DIR: Final = re.compile(r"([A-Za-z0-9._-]+)-(0|[1-9][0-9]*)")
@@ -88,3 +93,22 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 def is_partition_dir_name(name: str) -> bool:
     return parse_partition_dir(name) is not None
+
+
+def aside_dir_name(topic: str, partition: int, suffix: str) -> str:
+    """``<topic>-<partition>.<uuid><suffix>``: where a partition directory is built or set aside.
+
+    Used for ``-delete`` (a deleted partition, removed in the background) and
+    ``-create`` (a partition being created, renamed to ``<topic>-<partition>``
+    once complete). The topic part is cut short so that the name fits in 255
+    bytes, as Kafka's ``LocalLog.logDirNameWithSuffixCappedLength`` does: a
+    249-character topic with its partition, a 32-digit uuid and the suffix
+    would not fit. Never a partition directory name (it ends with ``suffix``).
+    """
+    tail = f"-{validate_partition(partition)}.{uuid.uuid4().hex}{suffix}"
+    return validate_topic(topic)[: MAX_DIR_NAME_BYTES - len(tail)] + tail
+
+
+def is_aside_dir_name(name: str, suffix: str) -> bool:
+    """Whether ``name`` looks like an :func:`aside_dir_name` with ``suffix`` (Kafka's ``topic-p.uuid-suffix``)."""
+    return name.endswith(suffix) and "." in name and "-" in name[: -len(suffix)]

@@ -1680,6 +1680,7 @@ class LogSegment:
     def update_parent_dir(self, directory: Path | str) -> None:
         """Follow the files to ``directory`` after the whole directory was moved; no I/O."""
         directory = Path(directory)
+        self._file_prefix = f"{directory}{os.sep}{self._base_offset:020d}"
         self._log.update_parent_dir(directory)
         self._offset_index.update_parent_dir(directory)
         self._time_index.update_parent_dir(directory)
