@@ -373,10 +373,10 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         about once per 64 KiB of entries, or just up to the end of ``end``'s page
         when there is no room for more; without (an entry write, maybe on the
         event loop) up to the end of ``end``'s page. The range is then written
-        with zeros: a mapped store into allocated but never-written blocks still
-        takes a page fault of up to a few ms on ext4, on whichever thread writes
-        the entry. Only slots at or after ``entries`` are touched (unused: their
-        content is never read), and the file never grows.
+        with zeros: on ext4 a mapped store into allocated but never-written
+        blocks still takes the slow page fault of a hole (docs/INDEXES.md §2), on
+        whichever thread writes the entry. Only slots at or after ``entries`` are
+        touched (unused: their content is never read), and the file never grows.
 
         Raises:
             StorageError: the space cannot be had (``ENOSPC``); nothing was written to the index.

@@ -2,7 +2,8 @@
 
 A preallocated index is a sparse file; the first mapped write into a hole makes ext4 reserve a block
 inside the page fault (1-3 ms measured), on the event loop for an append. The segment's append job
-calls prepare_ahead in its worker thread so that the loop's entry writes land on written bytes.
+reserves (allocates and zero-fills) the index space in its worker thread, before the write, so that
+the loop's entry writes land on written bytes; prepare_ahead is the best-effort form of reserve.
 """
 
 from __future__ import annotations
