@@ -883,17 +883,18 @@ class Engine:
 
         Each partition's lock is held meanwhile, so no append, roll or retention
         pass creates or renames a file in a directory being moved, and each
-        partition's files follow their directory at once (Kafka's
-        ``LocalLog.renameDir``). Partitions a clean open left unopened are
-        opened first: their files must follow too.
+        partition's open files follow their directory at once (Kafka's
+        ``LocalLog.renameDir``). A partition a clean open left unopened has no
+        file to follow; an open of its files already under way is waited for
+        (one that a read starts meanwhile fails, and the next read retries).
 
         Raises:
             StorageError: a rename failed; those done were undone.
         """
         plogs = [self._logs[(state.name, p)] for p in range(state.partitions) if (state.name, p) in self._logs]
-        for plog in plogs:
-            if plog._unopened is not None:
-                await plog._open()
+        opening = {plog._opening for plog in plogs if plog._opening is not None}
+        if opening:
+            await asyncio.wait(opening)
         moved: list[tuple[PartitionLog, Path]] = []
         async with contextlib.AsyncExitStack() as held:
             for plog in plogs:

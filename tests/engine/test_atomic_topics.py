@@ -129,7 +129,10 @@ async def test_a_topic_with_a_249_character_name_can_be_deleted(tmp_path: Path, 
         assert engine.topics() == []
 
 
-async def test_a_failed_delete_leaves_the_topic_fully_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("lazily_opened", [False, True], ids=["open", "left-unopened-by-a-clean-open"])
+async def test_a_failed_delete_leaves_the_topic_fully_usable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lazily_opened: bool
+) -> None:
     real_rename = engine_fs._rename_dir
     renamed: list[str] = []
 
@@ -141,9 +144,13 @@ async def test_a_failed_delete_leaves_the_topic_fully_usable(tmp_path: Path, mon
 
     async with Engine.open(tmp_path) as engine:
         await engine.create_topic("t", partitions=3)
+        for p in range(3):
+            await engine.log("t", p).append([Record(f"before-{p}".encode())])
+    async with Engine.open(tmp_path) as engine:
         logs = [engine.log("t", p) for p in range(3)]
-        for p, log in enumerate(logs):
-            await log.append([Record(f"before-{p}".encode())])
+        if not lazily_opened:
+            for log in logs:
+                await log.read(0)  # opens its files
         monkeypatch.setattr(engine_fs, "_rename_dir", rename_failing_on_the_second_partition)
         with pytest.raises(errors.StorageError, match="injected"):
             await engine.delete_topic("t")
