@@ -61,7 +61,7 @@ from seglog.engine.errors import (
 )
 from seglog.engine.groups import GroupOffsets
 from seglog.engine.log import PartitionLog, log_task_failure
-from seglog.engine.names import aside_dir_name, partition_dir_name
+from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
 from seglog.engine.partitioner import KeyPartitioner
 from seglog.engine.results import AppendResult, RecordMetadata
 from seglog.engine.validate import validate_group, validate_offset, validate_partition, validate_topic
@@ -345,6 +345,7 @@ class Engine:
                 self._topics[topic] = self._parse_topic_file(topic, partition, meta_bytes)
         if not self.read_only:
             partitions = await self._remove_half_made_topics(partitions)
+            partitions = await self._finish_cut_short_deletes(partitions, listing.deleted_dirs)
         loads: list[tuple[_Topic, int]] = []
         done = 0
         for (topic, partition), meta_bytes in partitions:
@@ -463,6 +464,36 @@ class Engine:
         if removed:
             await _fs.fsync_dir(self.path)
         return [item for item in partitions if item[0][0] not in removed]
+
+    async def _finish_cut_short_deletes(
+        self, partitions: list[tuple[tuple[str, int], bytes | None]], deleted_dirs: list[str]
+    ) -> list[tuple[tuple[str, int], bytes | None]]:
+        """Finish the delete_topic a crash cut short; the rest of ``partitions``.
+
+        delete_topic renames partitions 0, 1, ... in turn, so a topic whose
+        partition 0 has a ``-delete`` directory while higher partitions are
+        still in place was being deleted (create_topic places partitions in the
+        same order, so it never leaves partition 0 missing and a higher one in
+        place). Without this, the next open made partition 0 anew, empty.
+        """
+        by_topic: dict[str, list[int]] = {}
+        for (topic, partition), _ in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        finished: set[str] = set()
+        for topic, numbers in by_topic.items():
+            if 0 in numbers or not any(is_aside_dir_of(name, topic, 0, DELETE_DIR_SUFFIX) for name in deleted_dirs):
+                continue
+            log.warning("topic %s: a delete_topic was cut short (partition 0 is deleted, %s are not); finishing it",
+                        topic, sorted(numbers))
+            for partition in numbers:
+                target = self.path / aside_dir_name(topic, partition, DELETE_DIR_SUFFIX)
+                await _fs.rename_dir(self.path / partition_dir_name(topic, partition), target)
+                self._spawn(_fs.remove_tree(target), name=f"seglog-remove-{target.name}")
+            self._topics.pop(topic, None)
+            finished.add(topic)
+        if finished:
+            await _fs.fsync_dir(self.path)
+        return [item for item in partitions if item[0][0] not in finished]
 
     def _parse_checkpoint(self, name: str, listing: _fs.LogDirListing) -> dict[tuple[str, int], int]:
         data = listing.files.get(name)

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_TOPIC_LENGTH",
     "aside_dir_name",
     "is_aside_dir_name",
+    "is_aside_dir_of",
     "is_partition_dir_name",
     "parse_partition_dir",
     "partition_dir_name",
@@ -30,6 +31,7 @@ __all__ = [
 
 MAX_TOPIC_LENGTH: Final = 249  # Kafka's Topic.MAX_NAME_LENGTH
 MAX_DIR_NAME_BYTES: Final = 255  # a file name's limit on every common file system (NAME_MAX)
+_UUID_HEX: Final = 32  # uuid4().hex
 MAX_PARTITIONS: Final = 1_000_000
 _LEGAL: Final = re.compile(r"[A-Za-z0-9._-]+")
 _DIR: Final = re.compile(r"([A-Za-z0-9._-]+)-(0|[1-9][0-9]*)")
@@ -107,6 +109,17 @@ def aside_dir_name(topic: str, partition: int, suffix: str) -> str:
     """
     tail = f"-{validate_partition(partition)}.{uuid.uuid4().hex}{suffix}"
     return validate_topic(topic)[: MAX_DIR_NAME_BYTES - len(tail)] + tail
+
+
+def is_aside_dir_of(name: str, topic: str, partition: int, suffix: str) -> bool:
+    """Whether ``name`` is an :func:`aside_dir_name` of this topic and partition (any uuid).
+
+    For a topic long enough to be cut short, another topic with the same first
+    ~210 characters matches too: the name cannot tell them apart.
+    """
+    tail_length = len(f"-{partition}.") + _UUID_HEX + len(suffix)
+    stem = topic[: MAX_DIR_NAME_BYTES - tail_length]
+    return re.fullmatch(rf"{re.escape(stem)}-{partition}\.[0-9a-f]{{{_UUID_HEX}}}{re.escape(suffix)}", name) is not None
 
 
 def is_aside_dir_name(name: str, suffix: str) -> bool:

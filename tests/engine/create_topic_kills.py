@@ -1,14 +1,17 @@
-"""Run by test_atomic_topics.py: SIGKILL a create_topic at each of its file-system steps in turn.
+"""Run by test_atomic_topics.py: SIGKILL a create_topic (or delete_topic) at each of its file-system steps.
 
-Usage: ``python create_topic_kills.py BASE_DIR RESULT_JSON``
+Usage: ``python create_topic_kills.py BASE_DIR RESULT_JSON create|delete [LAST_STEP]``
 
 For K = 1, 2, 3, ...: fork a child that opens an engine in ``BASE_DIR/K`` and calls
-``create_topic("t", partitions=3, config={"retention.ms": 123456})`` with every call that changes
-the file system (mkdir, an open for writing, write, fsync, rename, unlink, rmdir, truncate,
-fallocate) counted; the K-th one stops the child before it runs and tells this process, which
-SIGKILLs it there. When create_topic finishes before step K, the child SIGKILLs itself right after
-it returned, and the loop ends. Deterministic: each directory holds exactly what K-1 steps made.
-The parent test opens every directory and checks the topic is complete or absent.
+``create_topic("t", partitions=3, config={"retention.ms": 123456})`` (``delete``: creates that
+topic, appends a record to each partition, then calls ``delete_topic("t")``) with every call that
+changes the file system (mkdir, an open for writing, write, fsync, rename, unlink, rmdir, truncate,
+fallocate) counted from the call on; the K-th one stops the child before it runs and tells this
+process, which SIGKILLs it there. When the call finishes before step K, the child SIGKILLs itself
+right after it returned, and the loop ends. With ``LAST_STEP``, after step LAST_STEP comes only that
+last run. Deterministic up to the first step a background task takes (a deleted partition's
+removal): each directory holds what K-1 steps made. The parent test opens every directory and
+checks the topic is complete or absent.
 
 The children are forked from this process before it starts any thread (forking a process that
 runs threads is unsafe), so each costs a fork, not an interpreter start.
@@ -27,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from seglog.engine import Engine
+from seglog.engine import Engine, Record
 
 TOPIC = "t"
 PARTITIONS = 3
@@ -76,20 +79,31 @@ def _arm(stop_at: int, report_fd: int) -> Callable[[], int]:
     return lambda: count
 
 
-async def _create(directory: Path, stop_at: int, report_fd: int) -> None:
+def value(partition: int) -> bytes:
+    return f"record of partition {partition}".encode()
+
+
+async def _run(mode: str, directory: Path, stop_at: int, report_fd: int) -> None:
     engine = await Engine.open(
         directory, retention_check_interval_ms=QUIET_MS, checkpoint_interval_ms=QUIET_MS,
         flush_check_interval_ms=QUIET_MS,
     )
+    if mode == "delete":
+        await engine.create_topic(TOPIC, partitions=PARTITIONS, config=OVERRIDES)
+        for partition in range(PARTITIONS):
+            await engine.log(TOPIC, partition).append([Record(value(partition))])
     steps = _arm(stop_at, report_fd)
-    await engine.create_topic(TOPIC, partitions=PARTITIONS, config=OVERRIDES)
+    if mode == "delete":
+        await engine.delete_topic(TOPIC)
+    else:
+        await engine.create_topic(TOPIC, partitions=PARTITIONS, config=OVERRIDES)
     _REPORT(report_fd, json.dumps({"done": steps()}).encode() + b"\n")
     os.kill(os.getpid(), signal.SIGKILL)  # a crash right after create_topic returned
 
 
-def _child(directory: Path, stop_at: int, report_fd: int) -> None:
+def _child(mode: str, directory: Path, stop_at: int, report_fd: int) -> None:
     try:
-        asyncio.run(_create(directory, stop_at, report_fd))
+        asyncio.run(_run(mode, directory, stop_at, report_fd))
     except BaseException as exc:  # reported, so that the parent test can say what went wrong
         _REPORT(report_fd, json.dumps({"error": repr(exc)}).encode() + b"\n")
     os._exit(1)
@@ -108,15 +122,15 @@ def _read_line(fd: int, timeout_s: float) -> str:
     return data.decode()
 
 
-def main(base: Path, result_path: Path) -> None:
+def main(base: Path, result_path: Path, mode: str, last_step: int) -> None:
     results: list[dict[str, Any]] = []
     stop_at = 1
-    while stop_at < 1000:
+    while stop_at < 10_000:
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(base / str(stop_at), stop_at, write_fd)
+            _child(mode, base / str(stop_at), stop_at, write_fd)
         os.close(write_fd)
         report = json.loads(_read_line(read_fd, 60))
         os.close(read_fd)
@@ -128,9 +142,9 @@ def main(base: Path, result_path: Path) -> None:
         results.append(report)
         if "step" not in report:
             break
-        stop_at += 1
+        stop_at = stop_at + 1 if stop_at < last_step else 10_000 - 1  # then one run that completes
     result_path.write_text(json.dumps(results))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 10_000)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from create_topic_kills import OVERRIDES, PARTITIONS, TOPIC
+from create_topic_kills import OVERRIDES, PARTITIONS, TOPIC, value
 
 from seglog.engine import Engine, Record, errors
 from seglog.engine import _fs as engine_fs
@@ -36,14 +36,13 @@ def leftovers(directory: Path) -> list[str]:
     return found
 
 
-async def test_a_create_topic_killed_at_any_step_leaves_a_complete_topic_or_none(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+async def kill_at_every_step(tmp_path: Path, mode: str, last_step: int = 10_000) -> list[dict[str, Any]]:
+    """Run ``create_topic_kills.py``: one directory per step K, the writer SIGKILLed before step K."""
     result_path = tmp_path / "kills.json"
     base = tmp_path / "runs"
     base.mkdir()
     run = await asyncio.to_thread(
-        subprocess.run, [sys.executable, str(KILLS), str(base), str(result_path)],
+        subprocess.run, [sys.executable, str(KILLS), str(base), str(result_path), mode, str(last_step)],
         check=False, capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr
@@ -51,8 +50,17 @@ async def test_a_create_topic_killed_at_any_step_leaves_a_complete_topic_or_none
     assert all("error" not in r for r in results), [r for r in results if "error" in r]
     assert all(r["killed"] for r in results), "a writer was not killed by SIGKILL"
     done = results[-1]
-    assert "done" in done and done["done"] == len(results) - 1, done
-    assert len(results) >= 10, f"create_topic took only {len(results) - 1} steps: the hook missed its calls"
+    assert "done" in done, done
+    assert len(results) >= 5, f"{mode} took only {len(results) - 1} steps: the hook missed its calls"
+    return results
+
+
+async def test_a_create_topic_killed_at_any_step_leaves_a_complete_topic_or_none(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    results = await kill_at_every_step(tmp_path, "create")
+    assert results[-1]["done"] == len(results) - 1, "a step was skipped"
+    assert len(results) >= 10, f"create_topic took only {len(results) - 1} steps"
 
     outcomes = {"absent": 0, "finished": 0, "complete": 0}
     for r in results:
@@ -83,6 +91,37 @@ async def test_a_create_topic_killed_at_any_step_leaves_a_complete_topic_or_none
                 with pytest.raises(errors.TopicExistsError):
                     await engine.create_topic(TOPIC, partitions=PARTITIONS)
     # The kills hit every kind of instant: before any partition was placed, between placements, after.
+    assert all(outcomes.values()), outcomes
+
+
+async def test_a_delete_topic_killed_at_any_step_leaves_the_topic_whole_or_gone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Its renames and their directory fsync are the first steps; after them the topic is gone whatever
+    # follows (closes, the removal in the background), so the kills stop at step 12, and one run completes.
+    results = await kill_at_every_step(tmp_path, "delete", last_step=12)
+    assert [r.get("op") for r in results[:3]] == ["rename"] * PARTITIONS, results[:4]
+    outcomes = {"kept": 0, "finished": 0, "gone": 0}
+    for r in results:
+        directory = Path(r["dir"])
+        where = f"killed at step {r.get('step', 'after the end')} ({r.get('op')} {r.get('path')})"
+        placed = sorted(p.name for p in directory.glob(f"{TOPIC}-[0-9]*") if p.name[len(TOPIC) + 1:].isdigit())
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="seglog"):
+            async with Engine.open(directory) as engine:
+                if engine.topics():  # nothing was renamed yet: the topic is as it was, records and all
+                    assert placed == [f"{TOPIC}-{p}" for p in range(PARTITIONS)], where
+                    for p in range(PARTITIONS):
+                        assert [x.value for x in await partition_records(engine.log(TOPIC, p))] == [value(p)], where
+                    outcomes["kept"] += 1
+                else:
+                    if placed:  # partly renamed: the open finished the delete, and said so
+                        assert any("delete_topic was cut short" in m.getMessage() for m in caplog.records), where
+                        outcomes["finished"] += 1
+                    else:
+                        outcomes["gone"] += 1
+                    await engine.create_topic(TOPIC)  # the name is free
+                    assert await partition_records(engine.log(TOPIC, 0)) == []
     assert all(outcomes.values()), outcomes
 
 
