@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from full_disk_workload import SCENARIOS, digest
 
-from seglog.engine import Engine, Record
+from seglog.engine import Engine, LogConfig, Record
 from seglog.engine.inspect import verify
 from seglog.engine.testing import partition_records
 
@@ -140,16 +140,22 @@ async def test_a_full_disk_never_kills_the_process_randomized(small_tmpfs: Path,
     )
 
 
-def test_index_files_are_created_without_the_executable_bit(tmp_path: Path) -> None:
-    from seglog.indexes import OffsetIndex, TimeIndex
-
-    old = os.umask(0)
+async def test_every_data_file_is_created_0644(tmp_path: Path) -> None:
+    # Index files used to be created by an os.open without a mode: 0777 & ~umask, executable.
+    old = os.umask(0)  # what the code asks for, not what a umask leaves of it
     try:
-        for index in (OffsetIndex(tmp_path / "0.index", 0, 4096), TimeIndex(tmp_path / "0.timeindex", 0, 4096)):
-            index.close()
+        async with Engine.open(tmp_path / "data", config=LogConfig(segment_bytes=4096)) as engine:
+            await engine.create_topic("t", partitions=2)
+            for _ in range(20):  # index entries and rolls
+                await engine.log("t", 1).append([Record(b"x" * 1000)])
+            await engine.commit_offset("g", "t", 1, 5)
     finally:
         os.umask(old)
-    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {oct(0o644)}
+    files = [p for p in (tmp_path / "data").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".index" for p in files) and any(p.suffix == ".timeindex" for p in files)
+    assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): oct(0o644) for p in files
+    }
 
 
 async def test_a_close_without_space_for_the_last_time_entry_is_not_a_clean_shutdown(
