@@ -1060,7 +1060,7 @@ class Judge:
                      where: str) -> None:
         """An ``offset_for_timestamp(ts)`` answer (an ``OffsetAndTimestamp`` or ``None``)."""
         model = self.template.partitions[tp]
-        where = f"{self.mode} {model.name} {where} offset_for_timestamp({ts})"
+        where = f"{self.mode} {model.name}{' ' + where if where else ''} offset_for_timestamp({ts})"
         if ts in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
             want = end if ts == LATEST_TIMESTAMP else start
             if hit is None or hit.offset != want:
@@ -1287,16 +1287,16 @@ def check_offline(judge: Judge, path: Path) -> None:
                for r in rows]
     if code != 0 and not judge.allowed(tp).errors:
         judge.obs.find("error", f"offline seglog consume {model.name}", f"exit code {code}")
+    elif code != 0:
+        judge.obs.errors.append(f"offline seglog consume {model.name}: exit {code}")
     if records:
         judge.check_records(tp, records[0].offset, records, None, 1 << 62, "seglog consume", served)
         if records[0].offset != model.log_start and not judge.allowed(tp).head:
             judge.obs.find("start", f"offline {model.name} seglog consume", f"began at {records[0].offset}, "
                            f"model log start {model.log_start}")
-    if len(served) != model.log_end - model.log_start and not (judge.allowed(tp).tail or judge.allowed(tp).errors):
+    if len(served) != model.log_end - model.log_start and judge.allowed(tp) == Allow():
         judge.obs.find("loss", f"offline {model.name} seglog consume",
                        f"{len(served)} records, model {model.log_end - model.log_start}")
-    if code != 0:
-        judge.obs.errors.append(f"offline seglog consume {model.name}: exit {code}")
     for ts in rng.sample(lookup_targets(model, rng)[3:], 1):
         try:
             code, out = run_cli("offsets", tp[0], "--partition", str(tp[1]), "--time", str(ts), "--json",
@@ -1337,7 +1337,8 @@ class TrialReport:
         found = " | ".join(map(str, self.obs.findings[:limit]))
         total = len(self.obs.findings) + self.obs.dropped
         more = f" (+{total - limit} more)" if total > limit else ""
-        return f"seed {self.seed} [{self.template}] damage: {damage} -> {self.obs.outcome}: {found}{more}"
+        trial = f"seed {self.seed}" if self.seed >= 0 else "control"
+        return f"{trial} [{self.template}] damage: {damage or 'none'} -> {self.obs.outcome}: {found}{more}"
 
 
 async def observe(template: Template, path: Path, damages: Iterable[Damage], rng: random.Random) -> Observation:

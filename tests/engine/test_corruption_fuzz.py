@@ -145,13 +145,14 @@ def _hit(offset: int, timestamp: int) -> OffsetAndTimestamp:
     return OffsetAndTimestamp(offset, timestamp)
 
 
-def _settle(request: pytest.FixtureRequest, failed: list[TrialReport], total: int) -> None:
+def _settle(request: pytest.FixtureRequest, failed: list[TrialReport], total: int,
+            rerun: str = "rerun one with SEGLOG_FUZZ_SEED=N") -> None:
     """Fail with the list of bad trials, or (while ``fuzz_known_bad`` marks the test) report them as XFAIL."""
     if not failed:
         return
     lines = "\n".join(r.summary() for r in failed)
     print("\n".join(r.summary(limit=50) for r in failed))  # every finding, shown with a failure
-    message = f"{len(failed)} of {total} trials broke a rule (rerun one with SEGLOG_FUZZ_SEED=N):\n{lines}"
+    message = f"{len(failed)} of {total} trials broke a rule ({rerun}):\n{lines}"
     if request.node.get_closest_marker("fuzz_known_bad") is not None and not STRICT:
         pytest.xfail(f"issue 18, known bad: {message}")
     pytest.fail(message, pytrace=False)
@@ -169,7 +170,7 @@ async def test_undamaged_templates_are_served_exactly(
     shutil.copytree(template.path, path)
     obs = await judge_directory(template, path, [], random.Random(shape))
     report = TrialReport(-1, template.describe(), [], obs)
-    _settle(request, [report] if report.failed else [], 1)
+    _settle(request, [report] if report.failed else [], 1, "no damage: the control of the oracle")
     assert obs.outcome == "exact", (obs.errors, obs.losses)
 
 
