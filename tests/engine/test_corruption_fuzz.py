@@ -146,16 +146,19 @@ def _hit(offset: int, timestamp: int) -> OffsetAndTimestamp:
 
 
 def _settle(request: pytest.FixtureRequest, failed: list[TrialReport], total: int,
-            rerun: str = "rerun one with SEGLOG_FUZZ_SEED=N") -> None:
+            rerun: str = "SEGLOG_FUZZ_SEED=N reruns one") -> None:
     """Fail with the list of bad trials, or (while ``fuzz_known_bad`` marks the test) report them as XFAIL."""
     if not failed:
         return
-    lines = "\n".join(r.summary() for r in failed)
     print("\n".join(r.summary(limit=50) for r in failed))  # every finding, shown with a failure
-    message = f"{len(failed)} of {total} trials broke a rule ({rerun}):\n{lines}"
     if request.node.get_closest_marker("fuzz_known_bad") is not None and not STRICT:
-        pytest.xfail(f"issue 18, known bad: {message}")
-    pytest.fail(message, pytrace=False)
+        # One line per test in the summary: which trials, and which rules they broke.
+        which = ", ".join(f"{'control' if r.seed < 0 else r.seed} {'/'.join(sorted(r.obs.categories))}"
+                          for r in failed)
+        pytest.xfail(f"issue 18, known bad: {len(failed)} of {total} trials broke a rule ({which}); "
+                     f"{rerun}, SEGLOG_FUZZ_STRICT=1 shows the findings")
+    lines = "\n".join(r.summary() for r in failed)
+    pytest.fail(f"{len(failed)} of {total} trials broke a rule ({rerun}):\n{lines}", pytrace=False)
 
 
 @pytest.mark.fuzz_known_bad
@@ -170,7 +173,7 @@ async def test_undamaged_templates_are_served_exactly(
     shutil.copytree(template.path, path)
     obs = await judge_directory(template, path, [], random.Random(shape))
     report = TrialReport(-1, template.describe(), [], obs)
-    _settle(request, [report] if report.failed else [], 1, "no damage: the control of the oracle")
+    _settle(request, [report] if report.failed else [], 1, "no damage: the oracle's control")
     assert obs.outcome == "exact", (obs.errors, obs.losses)
 
 
