@@ -957,6 +957,18 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(
                     f"{self.topic}-{self.partition}: offset {offset} is beyond the log end {self._log_end_offset}"
                 )
+            await self.wait_for_append(offset)
+
+    async def wait_for_append(self, offset: int) -> None:
+        """Return once a record at ``offset`` or later exists (the log end offset is above ``offset``).
+
+        Returns at once when there is one already, and when the log is closed or
+        its topic deleted. The wait costs nothing: it sleeps on a future that the
+        next append resolves (no polling). Cancelling it is safe and leaves
+        nothing behind; a caller that waits with a timeout (a long-polling
+        Kafka fetch) cancels it when the time is up.
+        """
+        while not self._closed and self._log_end_offset <= offset:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._data_waiters.append(waiter)
             try:

@@ -1,0 +1,127 @@
+"""Produce (key 0), versions 3-9: append each partition's record batch; answer with its base offset.
+
+Each partition's records are one RecordBatch v2 (versions 3 and later carry
+nothing else). It is checked and decoded (``server.records``) and its records
+appended to the partition as one engine batch, with their keys, values,
+headers and timestamps; the topic's ``message.timestamp.type`` applies
+(LogAppendTime replaces the timestamps and is returned as ``log_append_time``).
+The partitions of one request are appended concurrently; requests of one
+connection are served one at a time, so a producer's batches keep their order.
+
+``acks``: 0 gets no response at all (a failure closes the connection, as
+Kafka does, so the producer notices); 1 and -1 (all) both answer once the
+batch is written to the log file. With one node the in-sync replicas are this
+node alone, so "all" means what it means on a one-broker Kafka cluster: the
+write survives a crash of the server process; fsync follows the topic's
+``flush.messages`` / ``flush.ms``, as in Kafka.
+
+Must not import: ``tools``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v9.response import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from kio.schema.types import TopicName
+from kio.static.primitive import TZAware, i32, i64
+
+from seglog.engine import LogConfig
+from seglog.engine.errors import SeglogError
+from seglog.engine.results import NO_TIMESTAMP
+from seglog.server.apis._common import NO_THROTTLE
+from seglog.server.broker import Broker, error_code_of
+from seglog.server.errors import CorruptBatchError, FrameError
+from seglog.server.protocol import DecodedRequest
+from seglog.server.records import decode_batch
+
+API_KEY: Final = 0
+MIN_VERSION: Final = 3
+MAX_VERSION: Final = 9
+
+log = logging.getLogger("seglog.server")
+
+_VALID_ACKS: Final = (0, 1, -1)
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def uncompressed_limit(config: LogConfig) -> int:
+    """How many bytes a compressed batch may inflate to: twice what the partition could store of it.
+
+    Larger batches would be refused by the append anyway (``max.message.bytes``);
+    the bound stops a small compressed payload from taking memory first.
+    """
+    return 2 * max(config.max_message_bytes, 1 << 16)
+
+
+async def handle(broker: Broker, request: DecodedRequest) -> ProduceResponse | None:
+    body = request.body
+    acks = int(body.acks)
+    tasks = [
+        _produce(broker, topic.name, int(partition.index), partition.records, acks)
+        for topic in body.topic_data or ()
+        for partition in topic.partition_data or ()
+    ]
+    results = await asyncio.gather(*tasks)
+    if acks == 0:
+        failed = [(t, p, r) for t, p, r in results if r.error_code != ErrorCode.none]
+        if failed:
+            topic, partition, answer = failed[0]
+            raise FrameError(
+                f"an acks=0 produce to {topic}-{partition} failed ({answer.error_code.name}); closing the "
+                "connection so that the producer notices, as Kafka does"
+            )
+        return None
+    by_topic: dict[str, list[PartitionProduceResponse]] = {}
+    for topic, _, answer in results:
+        by_topic.setdefault(topic, []).append(answer)
+    return ProduceResponse(
+        responses=tuple(
+            TopicProduceResponse(name=TopicName(name), partition_responses=tuple(answers))
+            for name, answers in by_topic.items()
+        ),
+        throttle_time=NO_THROTTLE,
+    )
+
+
+async def _produce(
+    broker: Broker, topic: str, partition: int, records: Any, acks: int
+) -> tuple[str, int, PartitionProduceResponse]:
+    def failed(code: ErrorCode, message: str) -> tuple[str, int, PartitionProduceResponse]:
+        log.warning("produce to %s-%d refused (%s): %s", topic, partition, code.name, message)
+        return topic, partition, PartitionProduceResponse(
+            index=i32(partition), error_code=code, base_offset=i64(-1), record_errors=(), error_message=message
+        )
+
+    if acks not in _VALID_ACKS:
+        return failed(ErrorCode.invalid_required_acks, f"acks must be 0, 1 or -1 (all), got {acks}")
+    code = await broker.ensure_topic(topic)
+    if code != ErrorCode.none:
+        return failed(code, f"topic {topic!r} is not available")
+    try:
+        plog = broker.log_of(topic, partition)
+        if records is None:
+            raise CorruptBatchError("the partition's records are null; send one RecordBatch v2")
+        batch = decode_batch(records, max_uncompressed_bytes=uncompressed_limit(plog.config))
+        result = await plog.append(batch.records)
+    except SeglogError as exc:
+        return failed(error_code_of(exc), str(exc))
+    append_time = None
+    if result.log_append_time != NO_TIMESTAMP:
+        append_time = TZAware.parse(_EPOCH + datetime.timedelta(milliseconds=result.log_append_time))
+    return topic, partition, PartitionProduceResponse(
+        index=i32(partition),
+        error_code=ErrorCode.none,
+        base_offset=i64(result.first_offset),
+        log_append_time=append_time,
+        log_start_offset=i64(result.log_start_offset),
+        record_errors=(),
+    )
