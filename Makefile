@@ -31,7 +31,7 @@ venv: $(STAMP)
 venv-run: $(RUN_STAMP)
 
 lint: venv
-	$(VENV)/bin/ruff check seglog engine indexes segments tools tests bench conftest.py
+	$(VENV)/bin/ruff check seglog engine indexes segments server tools tests bench conftest.py
 	$(VENV)/bin/lint-imports
 
 typecheck: venv

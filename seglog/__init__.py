@@ -1,7 +1,8 @@
 """seglog: an asyncio-native, embeddable log-segment storage engine modelled on Apache Kafka's storage layer.
 
 The one import package of the distribution. Its subpackages are the layers, and imports only point
-down: ``seglog.tools`` → ``seglog.engine`` → ``seglog.segments`` → ``seglog.indexes``. The public
+down: ``seglog.tools`` → ``seglog.server`` → ``seglog.engine`` → ``seglog.segments`` →
+``seglog.indexes``. The public
 API is re-exported here::
 
     from seglog import Engine, LogConfig, Record

@@ -18,12 +18,18 @@ layer knows the Kafka protocol. Must not import: ``tools``.
             server.bootstrap_servers   # "127.0.0.1:PORT": give it to any Kafka client
 """
 
-from seglog.server.server import (
-    DEFAULT_IDLE_TIMEOUT_MS,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_REQUEST_BYTES,
-    KafkaServer,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seglog.server.server import (
+        DEFAULT_IDLE_TIMEOUT_MS,
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_REQUEST_BYTES,
+        KafkaServer,
+    )
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT_MS",
@@ -31,3 +37,11 @@ __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "KafkaServer",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: the pytest plugin imports this package at pytest start-up, and kio's
+    # message classes (hundreds of modules, Hypothesis hooks) should load only when a server is used.
+    if name in __all__:
+        return getattr(importlib.import_module("seglog.server.server"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

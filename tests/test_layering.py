@@ -1,4 +1,4 @@
-"""Imports only point down: tools -> engine -> segments -> indexes, all under the one package ``seglog``.
+"""Imports only point down: tools -> server -> engine -> segments -> indexes, all under the one package ``seglog``.
 
 import-linter checks the same contract in `make lint`; this test keeps it in the
 plain pytest run too, forbids *lazy* (function-level) upward imports, and forbids
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["tools", "engine", "segments", "indexes"]  # top to bottom
+LAYERS = ["tools", "server", "engine", "segments", "indexes"]  # top to bottom
 PACKAGES = [*LAYERS, "seglog"]
 
 
