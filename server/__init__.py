@@ -23,13 +23,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from seglog.server.limits import DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST_BYTES
+
 if TYPE_CHECKING:
-    from seglog.server.server import (
-        DEFAULT_IDLE_TIMEOUT_MS,
-        DEFAULT_MAX_CONNECTIONS,
-        DEFAULT_MAX_REQUEST_BYTES,
-        KafkaServer,
-    )
+    from seglog.server.server import KafkaServer
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT_MS",
@@ -42,6 +39,6 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Loaded on first use: the pytest plugin imports this package at pytest start-up, and kio's
     # message classes (hundreds of modules, Hypothesis hooks) should load only when a server is used.
-    if name in __all__:
+    if name == "KafkaServer":
         return getattr(importlib.import_module("seglog.server.server"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

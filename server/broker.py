@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Final
@@ -45,6 +46,8 @@ class Broker:
     api_versions: tuple[tuple[int, int, int], ...] = ()
     """``(api_key, min_version, max_version)`` of every API served, as ApiVersions lists them."""
     _creating: dict[str, asyncio.Future[None]] = field(default_factory=dict)
+    # Producer ids increase across runs too: they start from the time in ms.
+    _next_producer_id: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
 
     def __post_init__(self) -> None:
         if not self.cluster_id:
@@ -85,6 +88,11 @@ class Broker:
         else:
             await asyncio.shield(pending)
         return ErrorCode.none if topic in self.engine.topics() else ErrorCode.unknown_topic_or_partition
+
+    def new_producer_id(self) -> int:
+        """A producer id no earlier call (in this run or, clocks permitting, an earlier one) handed out."""
+        self._next_producer_id += 1
+        return self._next_producer_id
 
     def log_of(self, topic: str, partition: int) -> PartitionLog:
         """The partition log; raises ``UnknownTopicOrPartitionError`` like ``Engine.log``."""

@@ -34,6 +34,7 @@ from seglog.engine.errors import InvalidConfigError, SeglogError, StorageError
 from seglog.server.apis import APIS, api_versions
 from seglog.server.broker import Broker
 from seglog.server.errors import FrameError
+from seglog.server.limits import DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST_BYTES
 from seglog.server.protocol import REQUEST_PREFIX_SIZE, decode_request, encode_response, peek_request
 
 __all__ = [
@@ -46,9 +47,6 @@ __all__ = [
 
 log = logging.getLogger("seglog.server")
 
-DEFAULT_MAX_REQUEST_BYTES: Final = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
-DEFAULT_IDLE_TIMEOUT_MS: Final = 600_000  # Kafka's connections.max.idle.ms
-DEFAULT_MAX_CONNECTIONS: Final = 1000
 _SIZE: Final = struct.Struct(">i")
 
 

@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "verify",
     "recover",
     "explain",
+    "serve",
     "replay",
     "record",
     "workload",

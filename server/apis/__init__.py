@@ -23,6 +23,7 @@ from seglog.server.apis import (
     delete_topics,
     describe_configs,
     fetch,
+    init_producer_id,
     list_offsets,
     metadata,
     produce,
@@ -54,7 +55,7 @@ APIS: Final[dict[int, Api]] = {
     api.key: api
     for api in sorted(
         (_api(m) for m in (produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
-                           describe_configs)),
+                           init_producer_id, describe_configs)),
         key=lambda a: a.key,
     )
 }
