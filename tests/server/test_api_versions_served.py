@@ -46,7 +46,8 @@ def test_the_advertised_ranges_are_the_ones_documented() -> None:
 async def test_api_versions_lists_every_api_at_every_version(server: KafkaServer, version: int) -> None:
     client = await WireClient.connect(server.bootstrap_servers)
     try:
-        answer = await client.call(18, version, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        answer = await client.call(18, version, request)
     finally:
         await client.close()
     assert answer.error_code == ErrorCode.none
@@ -182,7 +183,9 @@ async def test_fetch_returns_one_batch_even_past_max_bytes(server: KafkaServer, 
 @pytest.mark.parametrize("version", versions(2))
 async def test_list_offsets_at_every_version(server: KafkaServer, engine: Engine, version: int) -> None:
     await engine.create_topic("lo")
-    await engine.log("lo").append([Record(b"a", timestamp=100), Record(b"b", timestamp=300), Record(b"c", timestamp=200)])
+    await engine.log("lo").append(
+        [Record(b"a", timestamp=100), Record(b"b", timestamp=300), Record(b"c", timestamp=200)]
+    )
     client = await WireClient.connect(server.bootstrap_servers)
 
     async def lookup(timestamp: int) -> tuple[int, int, int]:

@@ -8,6 +8,7 @@ without a Kafka client library in between.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import struct
@@ -75,24 +76,24 @@ class WireClient:
         await self.writer.drain()
         return correlation
 
-    async def receive(self, api_key: int, version: int, correlation: int, *, timeout: float = TIMEOUT) -> Any:
+    async def receive(self, api_key: int, version: int, correlation: int, *, wait_s: float = TIMEOUT) -> Any:
         schema = load_response_schema(api_key, version)
-        size_bytes = await asyncio.wait_for(self.reader.readexactly(4), timeout)
+        size_bytes = await asyncio.wait_for(self.reader.readexactly(4), wait_s)
         (size,) = struct.unpack(">i", size_bytes)
-        data = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        data = await asyncio.wait_for(self.reader.readexactly(size), wait_s)
         header, used = entity_reader(schema.__header_schema__)(data, 0)
         assert header.correlation_id == correlation, (header.correlation_id, correlation)
         body, _ = entity_reader(schema)(data, used)
         return body
 
-    async def call(self, api_key: int, version: int, request: Any, *, timeout: float = TIMEOUT) -> Any:
+    async def call(self, api_key: int, version: int, request: Any, *, wait_s: float = TIMEOUT) -> Any:
         correlation = await self.send(api_key, version, request)
-        return await self.receive(api_key, version, correlation, timeout=timeout)
+        return await self.receive(api_key, version, correlation, wait_s=wait_s)
 
-    async def closed_by_server(self, timeout: float = TIMEOUT) -> bool:
+    async def closed_by_server(self, wait_s: float = TIMEOUT) -> bool:
         """Whether the server closes the connection (reads until EOF, ignoring any answer bytes)."""
         try:
-            while await asyncio.wait_for(self.reader.read(65536), timeout):
+            while await asyncio.wait_for(self.reader.read(65536), wait_s):
                 pass
         except ConnectionError:
             return True
@@ -100,7 +101,5 @@ class WireClient:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(ConnectionError):
             await self.writer.wait_closed()
-        except ConnectionError:
-            pass
