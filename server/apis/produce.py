@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import typing
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -116,7 +117,9 @@ async def _produce(
         return failed(error_code_of(exc), str(exc))
     append_time = None
     if result.log_append_time != NO_TIMESTAMP:
-        append_time = TZAware.parse(_EPOCH + datetime.timedelta(milliseconds=result.log_append_time))
+        # A cast, not TZAware.parse: kio 0.6's check wants whole seconds (microsecond == 0), which a
+        # millisecond append time rarely is; its writer sends round(timestamp() * 1000), exact to the ms.
+        append_time = typing.cast(TZAware, _EPOCH + datetime.timedelta(milliseconds=result.log_append_time))
     return topic, partition, PartitionProduceResponse(
         index=i32(partition),
         error_code=ErrorCode.none,
