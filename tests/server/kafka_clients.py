@@ -56,7 +56,9 @@ async def produce(client: str, address: str, topic: str, records: Sequence[Sent]
     return await asyncio.to_thread(_confluent_produce, address, topic, records, partition, compression, acks)
 
 
-async def consume(client: str, address: str, topic: str, count: int, *, offset: int = 0, partition: int = 0) -> list[Got]:
+async def consume(
+    client: str, address: str, topic: str, count: int, *, offset: int = 0, partition: int = 0
+) -> list[Got]:
     """``count`` records of ``topic``/``partition`` from ``offset`` on (assign + seek, no group)."""
     need(client)
     if client == "aiokafka":

@@ -87,7 +87,7 @@ async def test_compressed_batches_are_consumed_also_from_their_middle(
     native = (await engine.log("packed").read(0, 4 << 20)).records
     assert [r.value for r in native] == [s.value for s in sent]
     for consumer in CLIENTS:
-        if consumer == producer or consumer == "aiokafka":
+        if consumer in (producer, "aiokafka"):
             need(consumer)
             got = await consume(consumer, server.bootstrap_servers, "packed", 13, offset=17)
             assert got == _as_got(sent[17:], 17), f"{producer} -> {consumer}"
