@@ -37,9 +37,16 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy -p seglog
 
+# Debian's kcat for the Kafka-wire smoke test (tests/server/test_serve_process.py skips it when absent): installed
+# with apt-get when running as root where apt-get exists; never fails the build.
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y -q kcat >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
+	    apt-get install -y -q kcat >/dev/null 2>&1; }; }; } || echo "kcat not installed: its smoke test is skipped" >&2
+
 # pytest exits 5 when a selection collects no test (e.g. `-m spark` without the
 # extra); that is not a failure of the code, so it is reported and mapped to 0.
-pytest: venv
+pytest: venv kcat
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests for this selection" >&2; rc=0; fi; exit $$rc
 
