@@ -142,7 +142,7 @@ def _zigzag_varint(value: int) -> bytes:
 _SMALL_VARINTS: Final = tuple(bytes((z,)) for z in range(0x80))
 
 
-def _read_varint(buf: bytes | memoryview, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+def _read_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     """A zigzag varint at ``pos`` (at most ``max_bytes`` long, 5 for varint, 10 for varlong)."""
     raw = 0
     shift = 0
@@ -222,45 +222,52 @@ def decode_batch(data: bytes | bytearray | memoryview, *, max_uncompressed_bytes
 def _decode_records(
     body: bytes | memoryview, count: int, base_timestamp: int, log_append_time: int | None
 ) -> list[Record]:
-    end = len(body)
+    buf = bytes(body)  # indexing bytes is several times faster than indexing a memoryview
+    end = len(buf)
     if count > end // 7:  # the smallest record (all null, no headers) is 7 bytes: bound before looping
         raise CorruptBatchError(f"record count {count} cannot fit in {end} bytes of records")
     records: list[Record] = []
+    append = records.append
+    new_record = Record.__new__
     pos = 0
+    # The hot loop reads one-byte varints inline (small lengths and deltas, the common case) and
+    # leaves longer ones to _read_varint; every length is checked against the record's end.
     for index in range(count):
-        length, pos = _read_varint(body, pos, end, 5)
+        if pos >= end:
+            raise CorruptBatchError(f"the batch ends before record {index} of {count}")
+        byte = buf[pos]
+        if byte < 0x80:
+            length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        else:
+            length, pos = _read_varint(buf, pos, end, 5)
         stop = pos + length
         if length < 6 or stop > end:
             raise CorruptBatchError(f"record {index} claims {length} bytes; {end - pos} remain in the batch")
         pos += 1  # record attributes: unused
-        timestamp_delta, pos = _read_varint(body, pos, stop, 10)
-        offset_delta, pos = _read_varint(body, pos, stop, 5)
+        byte = buf[pos]
+        if byte < 0x80:
+            timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        else:
+            timestamp_delta, pos = _read_varint(buf, pos, stop, 10)
+        byte = buf[pos] if pos < stop else 0x80
+        if byte < 0x80:
+            offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        else:
+            offset_delta, pos = _read_varint(buf, pos, stop, 5)
         if offset_delta != index:
             raise CorruptBatchError(f"record {index} has offset delta {offset_delta}; deltas must be 0, 1, 2, ...")
-        key, pos = _read_bytes(body, pos, stop)
-        value, pos = _read_bytes(body, pos, stop)
-        header_count, pos = _read_varint(body, pos, stop, 5)
-        if header_count < 0 or header_count > (stop - pos) // 2:
-            raise CorruptBatchError(f"record {index} claims {header_count} headers in {stop - pos} bytes")
+        key, pos = _read_bytes(buf, pos, stop)
+        value, pos = _read_bytes(buf, pos, stop)
+        byte = buf[pos] if pos < stop else 0x80
+        if byte < 0x80:
+            header_count, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        else:
+            header_count, pos = _read_varint(buf, pos, stop, 5)
         headers: tuple[tuple[str, bytes], ...] = ()
         if header_count:
-            pairs = []
-            for _ in range(header_count):
-                raw_key, pos = _read_bytes(body, pos, stop)
-                header_value, pos = _read_bytes(body, pos, stop)
-                if raw_key is None:
-                    raise InvalidBatchError(f"record {index} has a header with a null key")
-                if header_value is None:
-                    raise InvalidBatchError(
-                        f"record {index} has a header with a null value; seglog stores header values as bytes "
-                        "(send b'' instead of null)"
-                    )
-                try:
-                    pairs.append((raw_key.decode("utf-8"), header_value))
-                except UnicodeDecodeError as exc:
-                    raise InvalidBatchError(f"record {index} has a header key that is not UTF-8") from exc
-            headers = tuple(pairs)
-        if pos != stop:
+            headers = _read_headers(buf, pos, stop, header_count, index)
+            pos = stop
+        elif pos != stop:
             raise CorruptBatchError(f"record {index} has {stop - pos} bytes left over after its headers")
         if log_append_time is not None:
             timestamp: int | None = log_append_time
@@ -272,19 +279,48 @@ def _decode_records(
                 raise BatchTimestampError(
                     f"record {index} has timestamp {timestamp}; timestamps are ms since the epoch, or -1 for none"
                 )
-        records.append(Record(value, key, timestamp, headers))
+        append(new_record(Record, value, key, timestamp, headers, -1))
     if pos != end:
         raise CorruptBatchError(f"{end - pos} bytes follow the last of the {count} records")
     return records
 
 
-def _read_bytes(buf: bytes | memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buf, pos, end, 5)
+def _read_headers(buf: bytes, pos: int, stop: int, count: int, index: int) -> tuple[tuple[str, bytes], ...]:
+    """``count`` headers of record ``index`` from ``pos``; they must end exactly at ``stop``."""
+    if count < 0 or count > (stop - pos) // 2:
+        raise CorruptBatchError(f"record {index} claims {count} headers in {stop - pos} bytes")
+    pairs = []
+    for _ in range(count):
+        raw_key, pos = _read_bytes(buf, pos, stop)
+        header_value, pos = _read_bytes(buf, pos, stop)
+        if raw_key is None:
+            raise InvalidBatchError(f"record {index} has a header with a null key")
+        if header_value is None:
+            raise InvalidBatchError(
+                f"record {index} has a header with a null value; seglog stores header values as bytes "
+                "(send b'' instead of null)"
+            )
+        try:
+            pairs.append((raw_key.decode("utf-8"), header_value))
+        except UnicodeDecodeError as exc:
+            raise InvalidBatchError(f"record {index} has a header key that is not UTF-8") from exc
+    if pos != stop:
+        raise CorruptBatchError(f"record {index} has {stop - pos} bytes left over after its headers")
+    return tuple(pairs)
+
+
+def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    byte = buf[pos] if pos < end else 0x80
+    if byte < 0x80:
+        length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+    else:
+        length, pos = _read_varint(buf, pos, end, 5)
     if length == -1:
         return None, pos
-    if length < -1 or pos + length > end:
+    stop = pos + length
+    if length < -1 or stop > end:
         raise CorruptBatchError(f"a field of {length} bytes does not fit in the {end - pos} bytes left of its record")
-    return bytes(buf[pos : pos + length]), pos + length
+    return buf[pos:stop], stop
 
 
 def decompress(codec: int, payload: bytes | memoryview, limit: int) -> bytes:
@@ -393,41 +429,48 @@ def encode_batch(records: Sequence[Record], *, log_append_time: bool = False, le
     base_offset = first.offset
     base_timestamp = first.timestamp if first.timestamp is not None else NO_TIMESTAMP
     max_timestamp = base_timestamp
-    parts: list[bytes] = []
-    append = parts.append
+    out = bytearray()
     varint = _zigzag_varint
-    for record in records:
-        timestamp = record.timestamp if record.timestamp is not None else NO_TIMESTAMP
-        max_timestamp = max(max_timestamp, timestamp)
-        key, value, headers = record.key, record.value, record.headers
-        fields = [
-            b"\x00",  # record attributes
-            varint(timestamp - base_timestamp),
-            varint(record.offset - base_offset),
-        ]
+    small = _SMALL_VARINTS
+    for value, key, record_timestamp, headers, offset in records:
+        timestamp = NO_TIMESTAMP if record_timestamp is None else record_timestamp
+        if timestamp > max_timestamp:  # noqa: PLR1730 - a comparison is cheaper than a max() call here
+            max_timestamp = timestamp
+        # attributes (0), timestamp delta, offset delta: the small cases come from the table
+        delta_t = timestamp - base_timestamp
+        delta_o = offset - base_offset
+        body = bytearray(b"\x00")
+        body += small[delta_t << 1] if 0 <= delta_t < 0x40 else varint(delta_t)
+        body += small[delta_o << 1] if 0 <= delta_o < 0x40 else varint(delta_o)
         if key is None:
-            fields.append(b"\x01")  # zigzag(-1)
+            body += b"\x01"  # zigzag(-1): null
         else:
-            fields += (varint(len(key)), key)
+            body += small[len(key) << 1] if len(key) < 0x40 else varint(len(key))
+            body += key
         if value is None:
-            fields.append(b"\x01")
+            body += b"\x01"
         else:
-            fields += (varint(len(value)), value)
-        fields.append(varint(len(headers)))
-        for name, header_value in headers:
-            raw = name.encode("utf-8")
-            fields += (varint(len(raw)), raw, varint(len(header_value)), header_value)
-        body = b"".join(fields)
-        append(varint(len(body)))
-        append(body)
-    attributes = TIMESTAMP_TYPE_BIT if log_append_time else 0
+            body += small[len(value) << 1] if len(value) < 0x40 else varint(len(value))
+            body += value
+        if headers:
+            body += varint(len(headers))
+            for name, header_value in headers:
+                raw = name.encode("utf-8")
+                body += varint(len(raw))
+                body += raw
+                body += varint(len(header_value))
+                body += header_value
+        else:
+            body += b"\x00"
+        size = len(body)
+        out += small[size << 1] if size < 0x40 else varint(size)
+        out += body
     tail = _AFTER_CRC.pack(
-        attributes, records[-1].offset - base_offset, base_timestamp, max_timestamp,
-        NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, len(records),
-    ) + b"".join(parts)
+        0 if not log_append_time else TIMESTAMP_TYPE_BIT, records[-1].offset - base_offset, base_timestamp,
+        max_timestamp, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, len(records),
+    ) + out
     crc = crc32c(tail)
-    head = struct.pack(">qiibI", base_offset, len(tail) + 9, leader_epoch, MAGIC, crc)
-    return head + tail
+    return struct.pack(">qiibI", base_offset, len(tail) + 9, leader_epoch, MAGIC, crc) + tail
 
 
 def encode_batches(records: Sequence[Record], *, log_append_time: bool = False, leader_epoch: int = 0) -> bytes:
