@@ -144,6 +144,13 @@ _SMALL_VARINTS: Final = tuple(bytes((z,)) for z in range(0x80))
 
 def _read_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     """A zigzag varint at ``pos`` (at most ``max_bytes`` long, 5 for varint, 10 for varlong)."""
+    if pos + 1 < end:  # one or two bytes (magnitudes up to 8191): the common cases, without the loop
+        first, second = buf[pos], buf[pos + 1]
+        if first < 0x80:
+            return (first >> 1) ^ -(first & 1), pos + 1
+        if second < 0x80:
+            raw = (first & 0x7F) | (second << 7)
+            return (raw >> 1) ^ -(raw & 1), pos + 2
     raw = 0
     shift = 0
     for i in range(max_bytes):

@@ -237,3 +237,11 @@ def test_encode_then_decode_round_trips(records: list[tuple[int, bytes | None, b
     decoded = decode_batch(_rebuild(data), max_uncompressed_bytes=LIMIT)  # as a producer would send it
     assert [r._replace(offset=base + i) for i, r in enumerate(decoded.records)] == values
     assert decode_batch(build(records), max_uncompressed_bytes=LIMIT).records == [r._replace(offset=-1) for r in values]
+
+
+@pytest.mark.parametrize("value", [0, -1, 1, 63, -64, 64, 8191, -8192, 8192, 2**31 - 1, -(2**31), 2**62, -(2**63)])
+def test_varints_round_trip_at_every_length(value: int) -> None:
+    from seglog.server.records import _read_varint, _zigzag_varint
+
+    encoded = _zigzag_varint(value) + b"\x00\x7f"  # trailing bytes must not be read into the value
+    assert _read_varint(encoded, 0, len(encoded), 10) == (value, len(encoded) - 2)
