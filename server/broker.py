@@ -64,7 +64,7 @@ class Broker:
             validate_topic(topic)
         except errors.InvalidTopicError:
             return ErrorCode.invalid_topic_exception
-        if topic in self.engine.topics():
+        if self._exists(topic):
             return ErrorCode.none
         if not (self.auto_create and allow_create):
             return ErrorCode.unknown_topic_or_partition
@@ -87,7 +87,14 @@ class Broker:
                     pending.set_result(None)
         else:
             await asyncio.shield(pending)
-        return ErrorCode.none if topic in self.engine.topics() else ErrorCode.unknown_topic_or_partition
+        return ErrorCode.none if self._exists(topic) else ErrorCode.unknown_topic_or_partition
+
+    def _exists(self, topic: str) -> bool:
+        try:
+            self.engine.partitions_for(topic)  # a dict look-up (topics() sorts every name)
+        except errors.UnknownTopicOrPartitionError:
+            return False
+        return True
 
     def new_producer_id(self) -> int:
         """A producer id no earlier call (in this run or, clocks permitting, an earlier one) handed out."""
