@@ -261,7 +261,8 @@ class KafkaServer:
                         "the client should have used ApiVersions"
                     )
                 log.info("connection from %s: ApiVersions v%d answered with v0 and UNSUPPORTED_VERSION", peer, version)
-                answer = encode_response(key, 0, correlation_id, api_versions.unsupported_version_answer(broker))
+                refusal = api_versions.unsupported_version_answer(broker.api_versions)
+                answer = encode_response(key, 0, correlation_id, refusal)
             else:
                 request = decode_request(frame)
                 response = await api.handle(broker, request)

@@ -28,23 +28,29 @@ MIN_VERSION: Final = 0
 MAX_VERSION: Final = 4
 
 
+Ranges = tuple[tuple[int, int, int], ...]
+
+
 async def handle(broker: Broker, request: DecodedRequest) -> ApiVersionsResponse:
+    return answer(broker.api_versions)
+
+
+def answer(ranges: Ranges) -> ApiVersionsResponse:
+    """The answer listing ``(api_key, min_version, max_version)`` of every API served."""
     return ApiVersionsResponse(
         error_code=ErrorCode.none,
         api_keys=tuple(
-            ApiVersion(api_key=i16(key), min_version=i16(low), max_version=i16(high))
-            for key, low, high in broker.api_versions
+            ApiVersion(api_key=i16(key), min_version=i16(low), max_version=i16(high)) for key, low, high in ranges
         ),
         throttle_time=NO_THROTTLE,
     )
 
 
-def unsupported_version_answer(broker: Broker) -> ApiVersionsResponseV0:
+def unsupported_version_answer(ranges: Ranges) -> ApiVersionsResponseV0:
     """The version-0 body Kafka sends to an ApiVersions request above the version it serves."""
     return ApiVersionsResponseV0(
         error_code=ErrorCode.unsupported_version,
         api_keys=tuple(
-            ApiVersionV0(api_key=i16(key), min_version=i16(low), max_version=i16(high))
-            for key, low, high in broker.api_versions
+            ApiVersionV0(api_key=i16(key), min_version=i16(low), max_version=i16(high)) for key, low, high in ranges
         ),
     )

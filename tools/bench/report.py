@@ -146,6 +146,7 @@ class Report:
     options: dict[str, Any]
     rows: dict[str, dict[str, Cell]] = field(default_factory=dict)
     scaling: dict[str, Any] = field(default_factory=dict)
+    wire: dict[str, Any] = field(default_factory=dict)  # tools.bench.wire's rows and ratios (--only wire)
     notes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -200,6 +201,9 @@ class Report:
 
     # ------------------------------------------------------------------------------------ output
 
+    def _print_wire(self) -> None:
+        _print_wire_of(self)
+
     def as_json(self) -> dict[str, Any]:
         ratios, verdicts = self.ratios(), self.verdicts()
         return {
@@ -232,6 +236,7 @@ class Report:
                 for key in RATIO_KEYS
             },
             "notes": self.notes,
+            **({"wire": self.wire} if self.wire else {}),
         }
 
     def print(self) -> None:
@@ -276,6 +281,7 @@ class Report:
         )
         if srows:
             print_table(["scaling run", Column("result", "right")], srows, title="scaling runs")
+        self._print_wire()
         ratios, verdicts = self.ratios(), self.verdicts()
         rrows = []
         for key in RATIO_KEYS:
@@ -285,6 +291,24 @@ class Report:
             rrows.append([RATIOS[key].label, shown, RATIOS[key].target, mark])
         print_table(["ratio (same run)", Column("value", "right"), "target", "verdict"], rrows,
                     title="ratios and targets")
+
+
+def _print_wire_of(report: Report) -> None:
+    rows, ratios = report.wire.get("rows"), report.wire.get("ratios")
+    if not rows or not ratios:
+        return
+    print_table(
+        ["Kafka clients over the wire", "unit", *(Column(c, "right") for c in ("seglog", "null sink", "mock cluster"))],
+        [[cells["label"], "rec/s", *(_num(cells[c], "rec/s") if cells.get(c) else "-"
+                                     for c in ("seglog", "null_sink", "mock_cluster"))] for cells in rows.values()],
+        title="seglog serve beside the clients' own limits, same run",
+    )
+    print_table(
+        ["wire ratio (same run)", Column("value", "right"), "target", "verdict"],
+        [[r["label"], "-" if r["value"] is None else f"{r['value']:.2f}", r["target"],
+          "-" if r["holds"] is None else ("holds" if r["holds"] else "MISSED")] for r in ratios.values()],
+        title="wire ratios and targets",
+    )
 
 
 def _cpus() -> int:

@@ -21,6 +21,9 @@ from seglog.tools.bench.report import Report
 from seglog.tools.bench.timing import Latency, Rate, Rounds, interleave, now, settle
 
 SECTIONS: Final = ("produce", "fetch", "lookup", "recovery", "open", "memory", "scaling")
+# Run only when named with --only: they need the `wire` extra (Kafka clients) and their own processes.
+EXTRA_SECTIONS: Final = ("wire",)
+ALL_SECTIONS: Final = SECTIONS + EXTRA_SECTIONS
 CONCURRENT_CALLERS: Final = 100
 DURABLE: Final = LogConfig(flush_messages=1)  # fsync before every append returns
 # 1000 records of 1 KiB make a ~1.05 MB batch, above Kafka's default max.message.bytes (1 MiB + 12).
@@ -98,7 +101,7 @@ async def _run(options: BenchOptions) -> Report:
     started = now()
     try:
         bench = _Bench(sizes, scratch, report, options)
-        for name in SECTIONS:
+        for name in ALL_SECTIONS:
             if name in options.only:
                 options.progress(f"{name} ...")
                 section_start = now()
@@ -231,6 +234,16 @@ class _Bench:
         await self._rounds("produce", variants)
         for (row, column), r in rates.items():
             self.report.put(row, column, r.per_second)
+
+    async def wire(self) -> None:
+        from seglog.tools.bench import wire
+
+        sizes = wire.WIRE_QUICK if self.sizes is QUICK else wire.WIRE_FULL
+        directory = self.scratch.fresh("wire")
+        try:
+            self.report.wire = await wire.run_section(sizes, self.rounds, directory, self.say)
+        finally:
+            remove(directory)
 
     async def _rounds(self, name: str, variants: list[Callable[[bool], Awaitable[None]]]) -> None:
         total = len(list(self.rounds.indexes()))
