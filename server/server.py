@@ -26,6 +26,8 @@ import asyncio
 import contextlib
 import logging
 import struct
+import warnings
+from collections.abc import Callable
 from types import TracebackType
 from typing import Final, Self
 
@@ -183,6 +185,16 @@ class KafkaServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._server is None else f"listening on {self._bound[0]}:{self._bound[1]}" if (
+            self._bound) else "starting"
+        return f"<KafkaServer {state} connections={len(self._connections)}>"
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        if getattr(self, "_server", None) is not None:  # (None also when __init__ refused its arguments)
+            _warn(f"unclosed {self!r}: use 'async with KafkaServer(...)' or await close()", ResourceWarning,
+                  stacklevel=2, source=self)
 
     def _require_started(self) -> Broker:
         if self._broker is None:
