@@ -129,8 +129,12 @@ class KafkaBatch:
 def _zigzag_varint(value: int) -> bytes:
     """Kafka's ``ByteUtils.writeVarlong``: zigzag, then 7 bits a byte, low bits first."""
     z = (value << 1) ^ (value >> 63)
-    if 0 <= z < 0x80:
-        return _SMALL_VARINTS[z]
+    if 0 <= z < _TABLE_SIZE:
+        return _VARINTS[z]
+    return _unsigned_varint(z)
+
+
+def _unsigned_varint(z: int) -> bytes:
     out = bytearray()
     while z >= 0x80:
         out.append((z & 0x7F) | 0x80)
@@ -139,7 +143,12 @@ def _zigzag_varint(value: int) -> bytes:
     return bytes(out)
 
 
-_SMALL_VARINTS: Final = tuple(bytes((z,)) for z in range(0x80))
+# Every one- and two-byte varint, by zigzag value: magnitudes up to 8191 (lengths, offset and time
+# deltas of most records) are one tuple look-up instead of a loop.
+_TABLE_SIZE: Final = 1 << 14
+_VARINTS: Final = tuple(_unsigned_varint(z) for z in range(_TABLE_SIZE))
+_LENGTHS: Final = _VARINTS[::2]  # zigzag of a non-negative n is 2n: the varint of length n is _LENGTHS[n]
+_MAX_TABLED: Final = _TABLE_SIZE // 2
 
 
 def _read_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
@@ -237,14 +246,17 @@ def _decode_records(
     append = records.append
     new_record = Record.__new__
     pos = 0
-    # The hot loop reads one-byte varints inline (small lengths and deltas, the common case) and
-    # leaves longer ones to _read_varint; every length is checked against the record's end.
+    # The hot loop reads one- and two-byte varints inline (lengths and deltas up to 8191, the common
+    # case) and leaves longer ones to _read_varint; every length is checked against the record's end.
     for index in range(count):
         if pos >= end:
             raise CorruptBatchError(f"the batch ends before record {index} of {count}")
         byte = buf[pos]
         if byte < 0x80:
             length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif pos + 1 < end and buf[pos + 1] < 0x80:
+            raw = (byte & 0x7F) | (buf[pos + 1] << 7)
+            length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
             length, pos = _read_varint(buf, pos, end, 5)
         stop = pos + length
@@ -254,20 +266,56 @@ def _decode_records(
         byte = buf[pos]
         if byte < 0x80:
             timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif pos + 1 < stop and buf[pos + 1] < 0x80:
+            raw = (byte & 0x7F) | (buf[pos + 1] << 7)
+            timestamp_delta, pos = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
             timestamp_delta, pos = _read_varint(buf, pos, stop, 10)
         byte = buf[pos] if pos < stop else 0x80
         if byte < 0x80:
             offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif pos + 1 < stop and buf[pos + 1] < 0x80:
+            raw = (byte & 0x7F) | (buf[pos + 1] << 7)
+            offset_delta, pos = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
             offset_delta, pos = _read_varint(buf, pos, stop, 5)
         if offset_delta != index:
             raise CorruptBatchError(f"record {index} has offset delta {offset_delta}; deltas must be 0, 1, 2, ...")
-        key, pos = _read_bytes(buf, pos, stop)
-        value, pos = _read_bytes(buf, pos, stop)
+        # key and value: _read_bytes, inline
+        byte = buf[pos] if pos < stop else 0x80
+        if byte < 0x80:
+            size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif pos + 1 < stop and buf[pos + 1] < 0x80:
+            raw = (byte & 0x7F) | (buf[pos + 1] << 7)
+            size, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            size, pos = _read_varint(buf, pos, stop, 5)
+        if size >= 0 and pos + size <= stop:
+            key, pos = buf[pos : pos + size], pos + size
+        elif size == -1:
+            key = None
+        else:
+            raise CorruptBatchError(f"record {index} has a key of {size} bytes in {stop - pos}")
+        byte = buf[pos] if pos < stop else 0x80
+        if byte < 0x80:
+            size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif pos + 1 < stop and buf[pos + 1] < 0x80:
+            raw = (byte & 0x7F) | (buf[pos + 1] << 7)
+            size, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            size, pos = _read_varint(buf, pos, stop, 5)
+        if size >= 0 and pos + size <= stop:
+            value, pos = buf[pos : pos + size], pos + size
+        elif size == -1:
+            value = None
+        else:
+            raise CorruptBatchError(f"record {index} has a value of {size} bytes in {stop - pos}")
         byte = buf[pos] if pos < stop else 0x80
         if byte < 0x80:
             header_count, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif pos + 1 < stop and buf[pos + 1] < 0x80:
+            raw = (byte & 0x7F) | (buf[pos + 1] << 7)
+            header_count, pos = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
             header_count, pos = _read_varint(buf, pos, stop, 5)
         headers: tuple[tuple[str, bytes], ...] = ()
@@ -438,7 +486,8 @@ def encode_batch(records: Sequence[Record], *, log_append_time: bool = False, le
     max_timestamp = base_timestamp
     out = bytearray()
     varint = _zigzag_varint
-    small = _SMALL_VARINTS
+    lengths = _LENGTHS
+    tabled = _MAX_TABLED
     for value, key, record_timestamp, headers, offset in records:
         timestamp = NO_TIMESTAMP if record_timestamp is None else record_timestamp
         if timestamp > max_timestamp:  # noqa: PLR1730 - a comparison is cheaper than a max() call here
@@ -447,17 +496,17 @@ def encode_batch(records: Sequence[Record], *, log_append_time: bool = False, le
         delta_t = timestamp - base_timestamp
         delta_o = offset - base_offset
         body = bytearray(b"\x00")
-        body += small[delta_t << 1] if 0 <= delta_t < 0x40 else varint(delta_t)
-        body += small[delta_o << 1] if 0 <= delta_o < 0x40 else varint(delta_o)
+        body += lengths[delta_t] if 0 <= delta_t < tabled else varint(delta_t)
+        body += lengths[delta_o] if 0 <= delta_o < tabled else varint(delta_o)
         if key is None:
             body += b"\x01"  # zigzag(-1): null
         else:
-            body += small[len(key) << 1] if len(key) < 0x40 else varint(len(key))
+            body += lengths[len(key)] if len(key) < tabled else varint(len(key))
             body += key
         if value is None:
             body += b"\x01"
         else:
-            body += small[len(value) << 1] if len(value) < 0x40 else varint(len(value))
+            body += lengths[len(value)] if len(value) < tabled else varint(len(value))
             body += value
         if headers:
             body += varint(len(headers))
@@ -470,7 +519,7 @@ def encode_batch(records: Sequence[Record], *, log_append_time: bool = False, le
         else:
             body += b"\x00"
         size = len(body)
-        out += small[size << 1] if size < 0x40 else varint(size)
+        out += lengths[size] if size < tabled else varint(size)
         out += body
     tail = _AFTER_CRC.pack(
         0 if not log_append_time else TIMESTAMP_TYPE_BIT, records[-1].offset - base_offset, base_timestamp,
