@@ -1,6 +1,6 @@
 """The ``seglog`` pytest plugin: a fresh engine in a temporary directory for every test.
 
-Installed with seglog (entry point ``pytest11``, through ``server.pytest_plugin``,
+Installed with seglog (entry point ``pytest11``, through ``seglog.server.pytest_plugin``,
 which re-exports these and adds ``seglog_kafka``), so a project that depends on
 seglog gets these fixtures without any import::
 

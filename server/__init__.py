@@ -1,11 +1,11 @@
 """seglog's Kafka wire-protocol front end: real Kafka clients produce, fetch and look up offsets.
 
-Owns: the listening socket and its connections (``server.server``), the
+Owns: the listening socket and its connections (``seglog.server.server``), the
 protocol codec over ``kio``'s generated message classes
-(``server.protocol``), one module per Kafka API under ``server.apis``, the
+(``seglog.server.protocol``), one module per Kafka API under ``seglog.server.apis``, the
 conversion between Kafka's RecordBatch v2 and engine records
-(``server.records``), the ``seglog_kafka`` pytest fixture
-(``server.pytest_plugin``), and the errors of all that (``server.errors``).
+(``seglog.server.records``), the ``seglog_kafka`` pytest fixture
+(``seglog.server.pytest_plugin``), and the errors of all that (``seglog.server.errors``).
 
 Everything here goes through the engine's public API; nothing below this
 layer knows the Kafka protocol. Must not import: ``tools``.

@@ -22,7 +22,7 @@ from typing import Final
 from kio.schema.errors import ErrorCode
 
 from seglog.engine import Engine, PartitionLog, errors
-from seglog.engine.names import validate_topic
+from seglog.engine.validate import validate_topic
 from seglog.server.errors import KafkaProtocolError
 
 __all__ = ["NODE_ID", "Broker", "error_code_of"]

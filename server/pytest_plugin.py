@@ -3,7 +3,7 @@
 Installed with seglog (entry point ``pytest11``), so a project that depends on
 seglog gets every fixture without an import. The engine's fixtures
 (``seglog_config``, ``seglog_dir``, ``seglog_engine``, ``seglog``) are defined
-in ``engine.pytest_plugin`` and re-exported here (the engine cannot import the
+in ``seglog.engine.pytest_plugin`` and re-exported here (the engine cannot import the
 server; this module sits above both)::
 
     def test_orders_roundtrip(seglog_kafka):

@@ -68,6 +68,7 @@ LOG_OVERHEAD: Final = 12  # base offset + batch length: the bytes batch_length d
 CRC_START: Final = 21  # the CRC covers the batch from the attributes on
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _AFTER_CRC: Final = struct.Struct(">hiqqqhii")  # attributes .. record_count: what the CRC starts with
+_BEFORE_CRC: Final = struct.Struct(">qiibI")  # base offset, batch length, leader epoch, magic, crc
 COMPRESSION_MASK: Final = 0x07
 TIMESTAMP_TYPE_BIT: Final = 0x08
 TRANSACTIONAL_BIT: Final = 0x10
@@ -492,41 +493,50 @@ def encode_batch(records: Sequence[Record], *, log_append_time: bool = False, le
         timestamp = NO_TIMESTAMP if record_timestamp is None else record_timestamp
         if timestamp > max_timestamp:  # noqa: PLR1730 - a comparison is cheaper than a max() call here
             max_timestamp = timestamp
-        # attributes (0), timestamp delta, offset delta: the small cases come from the table
+        # Each record's parts are written straight into the batch (a value is copied once), after the
+        # record's length, which is the sum of the parts' lengths. Small varints come from the tables.
         delta_t = timestamp - base_timestamp
         delta_o = offset - base_offset
-        body = bytearray(b"\x00")
-        body += lengths[delta_t] if 0 <= delta_t < tabled else varint(delta_t)
-        body += lengths[delta_o] if 0 <= delta_o < tabled else varint(delta_o)
+        time_part = lengths[delta_t] if 0 <= delta_t < tabled else varint(delta_t)
+        offset_part = lengths[delta_o] if 0 <= delta_o < tabled else varint(delta_o)
+        size = 2 + len(time_part) + len(offset_part)  # + attributes byte + header count byte (if no headers)
         if key is None:
-            body += b"\x01"  # zigzag(-1): null
+            key_length = b"\x01"  # zigzag(-1): null
         else:
-            body += lengths[len(key)] if len(key) < tabled else varint(len(key))
-            body += key
+            key_length = lengths[len(key)] if len(key) < tabled else varint(len(key))
+            size += len(key)
         if value is None:
-            body += b"\x01"
+            value_length = b"\x01"
         else:
-            body += lengths[len(value)] if len(value) < tabled else varint(len(value))
-            body += value
+            value_length = lengths[len(value)] if len(value) < tabled else varint(len(value))
+            size += len(value)
+        header_part = b"\x00"
         if headers:
-            body += varint(len(headers))
+            parts = [varint(len(headers))]
             for name, header_value in headers:
                 raw = name.encode("utf-8")
-                body += varint(len(raw))
-                body += raw
-                body += varint(len(header_value))
-                body += header_value
-        else:
-            body += b"\x00"
-        size = len(body)
+                parts += (varint(len(raw)), raw, varint(len(header_value)), header_value)
+            header_part = b"".join(parts)
+            size += len(header_part) - 1
+        size += len(key_length) + len(value_length)
         out += lengths[size] if size < tabled else varint(size)
-        out += body
+        out += b"\x00"
+        out += time_part
+        out += offset_part
+        out += key_length
+        if key is not None:
+            out += key
+        out += value_length
+        if value is not None:
+            out += value
+        out += header_part
+    # google-crc32c takes only bytes: the records are copied once into the CRC-covered tail.
     tail = _AFTER_CRC.pack(
         0 if not log_append_time else TIMESTAMP_TYPE_BIT, records[-1].offset - base_offset, base_timestamp,
         max_timestamp, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, len(records),
     ) + out
     crc = crc32c(tail)
-    return struct.pack(">qiibI", base_offset, len(tail) + 9, leader_epoch, MAGIC, crc) + tail
+    return _BEFORE_CRC.pack(base_offset, len(tail) + 9, leader_epoch, MAGIC, crc) + tail
 
 
 def encode_batches(records: Sequence[Record], *, log_append_time: bool = False, leader_epoch: int = 0) -> bytes:

@@ -21,7 +21,7 @@ from kio.static.primitive import i8, i16, i32
 
 from seglog.engine import LogConfig
 from seglog.engine.errors import SeglogError
-from seglog.engine.names import validate_topic
+from seglog.engine.validate import validate_topic
 from seglog.server.apis._common import NO_THROTTLE
 from seglog.server.apis._configs import topic_configs
 from seglog.server.broker import NODE_ID, Broker, error_code_of

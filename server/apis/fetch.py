@@ -1,7 +1,7 @@
 """Fetch (key 1), versions 4-12: records from each partition, long-polling until there are enough.
 
 For each partition the records from ``fetch_offset`` on are read from the
-engine and sent as uncompressed RecordBatch v2 (``server.records``). Sizes
+engine and sent as uncompressed RecordBatch v2 (``seglog.server.records``). Sizes
 follow Kafka: ``partition_max_bytes`` per partition and ``max_bytes`` for the
 whole response, except that the first partition with records returns at least
 one batch however large (KIP-74), so a consumer always progresses.

@@ -1,7 +1,7 @@
 """Produce (key 0), versions 3-9: append each partition's record batch; answer with its base offset.
 
 Each partition's records are one RecordBatch v2 (versions 3 and later carry
-nothing else). It is checked and decoded (``server.records``) and its records
+nothing else). It is checked and decoded (``seglog.server.records``) and its records
 appended to the partition as one engine batch, with their keys, values,
 headers and timestamps; the topic's ``message.timestamp.type`` applies
 (LogAppendTime replaces the timestamps and is returned as ``log_append_time``).
