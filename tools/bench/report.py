@@ -390,4 +390,20 @@ def markdown(document: dict[str, Any]) -> str:
         value = "-" if r["value"] is None else f"{r['value']:.2f}"
         verdict = "-" if r["holds"] is None else ("holds" if r["holds"] else "**missed**")
         ratios.append(f"| {r['label']} | {value} | {r['target']} | {verdict} |")
-    return "\n".join(out + (scaling if len(scaling) > 3 else []) + ratios) + "\n"
+    return "\n".join(out + (scaling if len(scaling) > 3 else []) + _wire_markdown(document) + ratios) + "\n"
+
+
+def _wire_markdown(document: dict[str, Any]) -> list[str]:
+    wire = document.get("wire") or {}
+    if not wire.get("rows"):
+        return []
+    lines = ["", "| Kafka clients over the wire | seglog | null sink | mock cluster |", "| --- | ---: | ---: | ---: |"]
+    for cells in wire["rows"].values():
+        shown = [_num(cells[c], "rec/s") if cells.get(c) else "-" for c in ("seglog", "null_sink", "mock_cluster")]
+        lines.append(f"| {cells['label']} | " + " | ".join(shown) + " |")
+    lines += ["", "| wire ratio (same run) | value | target | verdict |", "| --- | ---: | --- | --- |"]
+    for r in wire["ratios"].values():
+        value = "-" if r["value"] is None else f"{r['value']:.2f}"
+        verdict = "-" if r["holds"] is None else ("holds" if r["holds"] else "**missed**")
+        lines.append(f"| {r['label']} | {value} | {r['target']} | {verdict} |")
+    return lines

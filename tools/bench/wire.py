@@ -61,6 +61,8 @@ class Served:
         line = self.process.stdout.readline().decode() if ready else ""
         if not line.startswith("listening on "):
             self.process.kill()
+            self.process.wait()
+            self.process.stdout.close()
             raise RuntimeError(f"{argv[:4]} did not start (printed {line!r})")
         self.address = line.removeprefix("listening on ").strip()
 
@@ -72,6 +74,8 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 @contextlib.contextmanager
@@ -250,7 +254,8 @@ def librdkafka_fetch(address: str, topic: str, count: int) -> float:
         got = 0
         deadline = started + TIMEOUT_S
         while got < count and time.perf_counter() < deadline:
-            messages = consumer.consume(10_000, 1.0)
+            # No more than is left: consume() waits for as many as it is asked (seglog's log ends there).
+            messages = consumer.consume(min(10_000, count - got), 1.0)
             got += sum(1 for m in messages if m.error() is None)
         seconds = time.perf_counter() - started
     finally:
@@ -289,7 +294,8 @@ async def aiokafka_fetch(address: str, topic: str, count: int) -> float:
         got = 0
         deadline = started + TIMEOUT_S
         while got < count and time.perf_counter() < deadline:
-            batches = await asyncio.wait_for(consumer.getmany(tp, timeout_ms=1000, max_records=10_000), TIMEOUT_S)
+            left = min(10_000, count - got)
+            batches = await asyncio.wait_for(consumer.getmany(tp, timeout_ms=1000, max_records=left), TIMEOUT_S)
             got += len(batches.get(tp, []))
         seconds = time.perf_counter() - started
     finally:
