@@ -303,6 +303,14 @@ def _print_wire_of(report: Report) -> None:
                                      for c in ("seglog", "null_sink", "mock_cluster"))] for cells in rows.values()],
         title="seglog serve beside the clients' own limits, same run",
     )
+    cpu = report.wire.get("server_cpu_us_per_record") or {}
+    if any(cpu.values()):
+        print_table(
+            ["server process CPU per record", Column("seglog serve", "right"), Column("null sink", "right")],
+            [[rows[row]["label"], *(f"{cells[c]:.2f} us" if c in cells else "-" for c in ("seglog", "null_sink"))]
+             for row, cells in cpu.items() if cells],
+            title="the servers' own CPU (user + system) per record, median round",
+        )
     print_table(
         ["wire ratio (same run)", Column("value", "right"), "target", "verdict"],
         [[r["label"], "-" if r["value"] is None else f"{r['value']:.2f}", r["target"],
@@ -401,6 +409,12 @@ def _wire_markdown(document: dict[str, Any]) -> list[str]:
     for cells in wire["rows"].values():
         shown = [_num(cells[c], "rec/s") if cells.get(c) else "-" for c in ("seglog", "null_sink", "mock_cluster")]
         lines.append(f"| {cells['label']} | " + " | ".join(shown) + " |")
+    cpu = wire.get("server_cpu_us_per_record") or {}
+    if any(cpu.values()):
+        lines += ["", "| server process CPU per record | seglog serve | null sink |", "| --- | ---: | ---: |"]
+        lines += [f"| {wire['rows'][row]['label']} | "
+                  + " | ".join(f"{cells[c]:.2f} us" if c in cells else "-" for c in ("seglog", "null_sink")) + " |"
+                  for row, cells in cpu.items() if cells]
     lines += ["", "| wire ratio (same run) | value | target | verdict |", "| --- | ---: | --- | --- |"]
     for r in wire["ratios"].values():
         value = "-" if r["value"] is None else f"{r['value']:.2f}"

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import select
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -65,6 +67,14 @@ class Served:
             self.process.stdout.close()
             raise RuntimeError(f"{argv[:4]} did not start (printed {line!r})")
         self.address = line.removeprefix("listening on ").strip()
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU the server process has used so far (Linux ``/proc``; ``None`` elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, in clock ticks
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -346,6 +356,7 @@ async def run_section(sizes: WireSizes, rounds: Any, scratch: Path, say: Any) ->
             say(f"wire: skipped, {package} is not installed (pip install seglog[wire])")
             return {"skipped": f"{package} is not installed"}
     rates: dict[tuple[str, str], Rate] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}  # server CPU seconds per record, per round
     with seglog_server(scratch / "wire-seglog") as seglog, null_sink() as sink:
         await asyncio.to_thread(librdkafka_produce, seglog.address, "fetch", sizes.fetch, 100)  # what fetches read
         counter = [0]
@@ -354,11 +365,19 @@ async def run_section(sizes: WireSizes, rounds: Any, scratch: Path, say: Any) ->
             counter[0] += 1
             return f"{prefix}-{counter[0]}"
 
+        servers = {"seglog": seglog, "null_sink": sink}
+
         def variant(row: str, column: str, run: Any, count: int) -> Any:
+            server = servers.get(column)
+
             async def go(record: bool) -> None:
+                before = server.cpu_seconds() if server else None
                 seconds = await run()
+                after = server.cpu_seconds() if server else None
                 if record:
                     rates.setdefault((row, column), Rate()).add(count, seconds)
+                    if before is not None and after is not None:
+                        cpu.setdefault((row, column), []).append((after - before) / count)
             return go
 
         variants = []
@@ -390,7 +409,14 @@ async def run_section(sizes: WireSizes, rounds: Any, scratch: Path, say: Any) ->
         value = mine / other if mine and other else None
         ratios[key] = {"label": label, "value": value, "target": target,
                        "holds": None if value is None or minimum is None else value >= minimum}
-    return {"rows": {row: {"label": ROWS[row], **cells} for row, cells in rows.items()}, "ratios": ratios}
+    # The server's own CPU per record (median round): what a busy machine disturbs least.
+    server_cpu_us = {
+        row: {column: statistics.median(cpu[(row, column)]) * 1e6 for column in ("seglog", "null_sink")
+              if cpu.get((row, column))}
+        for row in ROWS
+    }
+    return {"rows": {row: {"label": ROWS[row], **cells} for row, cells in rows.items()}, "ratios": ratios,
+            "server_cpu_us_per_record": server_cpu_us}
 
 
 if __name__ == "__main__":  # the null sink's process
