@@ -214,10 +214,12 @@ class KafkaServer:
         self._connections.add(task)
         log.info("connection from %s accepted", peer)
         reason = "closed by the client"
+        level = logging.WARNING  # a close for any other reason than the client's or the server's own is an error
         try:
             reason = await self._serve_requests(reader, writer, peer)
+            level = logging.INFO
         except asyncio.CancelledError:
-            reason = "the server is closing"
+            reason, level = "the server is closing", logging.INFO
             if not self._closing:
                 raise
             # Cancelled by close(): end normally (asyncio's stream callback reports a cancelled
@@ -228,11 +230,10 @@ class KafkaServer:
         except asyncio.IncompleteReadError:
             reason = "the client closed it in the middle of a frame"
         except TimeoutError:
-            reason = f"idle for {self._idle_timeout:g} s (in the middle of a frame or between frames)"
+            reason = f"idle for {self._idle_timeout:g} s (in the middle of a frame, between frames, or not reading)"
         except ConnectionError as exc:
             reason = f"connection lost: {exc}"
         except SeglogError as exc:
-            log.warning("connection from %s: %s", peer, exc)
             reason = f"the request failed: {exc}"
         except Exception as exc:
             log.exception("connection from %s: internal error", peer)
@@ -242,7 +243,7 @@ class KafkaServer:
             writer.close()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
-            log.info("connection from %s closed: %s", peer, reason)
+            log.log(level, "connection from %s closed: %s", peer, reason)
 
     async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> str:
         broker = self._require_started()
@@ -282,7 +283,8 @@ class KafkaServer:
                     continue
                 answer = encode_response(key, version, correlation_id, response)
             writer.write(answer)
-            await writer.drain()
+            async with asyncio.timeout(self._idle_timeout):  # a client that stops reading is dropped too
+                await writer.drain()
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:

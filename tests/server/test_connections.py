@@ -229,3 +229,23 @@ async def test_closing_the_server_ends_a_parked_fetch(engine: Engine) -> None:
     assert await client.closed_by_server(wait_s=5)
     await client.close()
     assert not engine.log("cl")._data_waiters
+
+
+async def test_a_client_that_stops_reading_is_dropped_after_the_idle_timeout(
+    make_server: MakeServer, engine: Engine
+) -> None:
+    server = await make_server(idle_timeout_ms=300)
+    await engine.create_topic("big")
+    await engine.log("big").append([Record(b"x" * (900 * 1024))])
+    client = await WireClient.connect(server.bootstrap_servers)
+    try:
+        for _ in range(100):  # ~90 MB of answers, far more than the socket buffers hold; none is read
+            await client.send(1, 12, _fetch("big", 0))
+        for _ in range(500):
+            if server.connection_count == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert server.connection_count == 0
+    finally:
+        client.writer.transport.abort()
+    await _healthy(server)
