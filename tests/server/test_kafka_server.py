@@ -111,3 +111,15 @@ async def test_an_unclosed_server_warns(engine: Engine) -> None:
     with pytest.warns(ResourceWarning, match="unclosed <KafkaServer listening on 127.0.0.1"):
         del server
         gc.collect()
+
+
+async def test_serve_in_thread_reports_a_server_that_cannot_start(engine: Engine) -> None:
+    from seglog.server.testing import serve_in_thread
+
+    def start() -> None:
+        with serve_in_thread(engine.path):  # the directory is locked by the test's engine
+            raise AssertionError("served a locked directory")
+
+    with pytest.raises(SeglogError, match="did not start") as caught:
+        await asyncio.to_thread(start)
+    assert "LogDirLockedError" in str(caught.value)
