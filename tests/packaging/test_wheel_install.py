@@ -72,7 +72,7 @@ def test_wheel_holds_only_the_seglog_package_and_its_dist_info(wheel: Path) -> N
     top = {name.split("/", 1)[0] for name in names}
     assert top == {"seglog", f"seglog-{seglog.__version__}.dist-info"}
     # The layers are inside it, by their files (the symlinks of the tree are followed, not stored).
-    for layer in ("engine", "segments", "indexes", "tools"):
+    for layer in ("engine", "segments", "indexes", "server", "tools"):
         assert f"seglog/{layer}/__init__.py" in names
         assert f"seglog/{layer}/py.typed" in names
     assert "seglog/py.typed" in names
@@ -84,7 +84,8 @@ def test_wheel_declares_the_console_script_and_the_pytest_plugin(wheel: Path) ->
     with zipfile.ZipFile(wheel) as zf:
         entry_points = zf.read(f"seglog-{seglog.__version__}.dist-info/entry_points.txt").decode()
     assert "seglog = seglog.tools.cli:main" in entry_points
-    assert re.search(r"\[pytest11\]\s+seglog = seglog\.engine\.pytest_plugin", entry_points)
+    # The server's plugin: it re-exports the engine's fixtures and adds seglog_kafka (the engine cannot import it).
+    assert re.search(r"\[pytest11\]\s+seglog = seglog\.server\.pytest_plugin", entry_points)
 
 
 def test_cli_runs_beside_the_pypi_package_named_segments(fresh_venv: Path, tmp_path: Path) -> None:
