@@ -59,6 +59,7 @@ from seglog.engine.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from seglog.engine.follow import DEFAULT_FOLLOW_INTERVAL_MS, Follower, start_following_in_thread
 from seglog.engine.groups import GroupOffsets
 from seglog.engine.log import PartitionLog, log_task_failure
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
@@ -174,13 +175,15 @@ def _open_partition_files(
             )
             if not (has_offset_index and has_time_index):
                 missing.append(base)
-        if opened and clean and opened[-1].base_offset not in missing:
+        if opened and not writable:
+            # Another process may be appending to the last segment: its view ends at the last complete,
+            # CRC-valid batch, and a follower goes on from there (engine/follow.py).
+            start_following_in_thread(opened[-1], config)
+        elif opened and clean and opened[-1].base_offset not in missing:
             # Nothing to recover: find the log end in this same hop (it caches in the segment).
             try:
                 opened[-1].read_next_offset_in_thread()
             except CorruptRecordError as exc:
-                if not writable:
-                    raise
                 # A clean shutdown, yet the active segment does not parse to its end (a disk or
                 # another program wrote there): recover it like after a crash.
                 log.warning("%s: %s; recovering the active segment", directory, exc)
@@ -232,6 +235,7 @@ class Engine:
         self.checkpoint_interval_ms = DEFAULT_CHECKPOINT_INTERVAL_MS
         self.flush_check_interval_ms = DEFAULT_FLUSH_CHECK_INTERVAL_MS
         self.had_clean_shutdown = True
+        self._follower: Follower | None = None  # a read-only engine's (engine/follow.py)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -246,6 +250,8 @@ class Engine:
         retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
         checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
         flush_check_interval_ms: int = DEFAULT_FLUSH_CHECK_INTERVAL_MS,
+        follow: bool = True,
+        follow_interval_ms: int = DEFAULT_FOLLOW_INTERVAL_MS,
     ) -> _Opening:
         """Open (creating if needed) the log directory at ``path``.
 
@@ -255,6 +261,13 @@ class Engine:
         ``on_progress`` is called after each partition. ``force_recovery``
         recovers every segment after the recovery point even after a clean
         shutdown (what ``seglog recover`` does).
+
+        ``read_only=True`` opens a follower: no lock, no recovery, nothing
+        written, and (with ``follow``, the default) a view that follows a live
+        writer in this or another process — new records, segments, topics,
+        retention's deletions — within about ``follow_interval_ms`` at most,
+        at once where inotify reports the change (docs/OPERATIONS.md, "Followers").
+        ``follow=False`` keeps the view as it was at open until :meth:`refresh`.
 
         Raises:
             LogDirLockedError: another engine holds the directory.
@@ -272,7 +285,7 @@ class Engine:
             config = LogConfig()
         if not isinstance(config, LogConfig):
             raise InvalidConfigError(f"config must be a LogConfig, got {type(config).__name__}")
-        for flag, flag_value in (("read_only", read_only), ("force_recovery", force_recovery)):
+        for flag, flag_value in (("read_only", read_only), ("force_recovery", force_recovery), ("follow", follow)):
             if not isinstance(flag_value, bool):
                 raise InvalidConfigError(f"{flag} must be a bool, got {type(flag_value).__name__} {flag_value!r}")
         if on_progress is not None and not callable(on_progress):
@@ -281,6 +294,7 @@ class Engine:
             ("retention_check_interval_ms", retention_check_interval_ms),
             ("checkpoint_interval_ms", checkpoint_interval_ms),
             ("flush_check_interval_ms", flush_check_interval_ms),
+            ("follow_interval_ms", follow_interval_ms),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidConfigError(f"{name} must be a positive int (milliseconds), got {value!r}")
@@ -292,6 +306,7 @@ class Engine:
                 "on_progress": on_progress,
                 "force_recovery": force_recovery,
                 "intervals": (retention_check_interval_ms, checkpoint_interval_ms, flush_check_interval_ms),
+                "follow": (follow, follow_interval_ms),
             }
         )
 
@@ -305,18 +320,38 @@ class Engine:
         on_progress: Callable[[RecoveryProgress], None] | None,
         force_recovery: bool,
         intervals: tuple[int, int, int],
+        follow: tuple[bool, int],
     ) -> Engine:
         engine = cls(path, config, read_only=read_only)
         (engine.retention_check_interval_ms, engine.checkpoint_interval_ms,
          engine.flush_check_interval_ms) = intervals
         try:
             await engine._load(on_progress, force_recovery=force_recovery)
+            if read_only:
+                engine._follower = Follower(engine, follow[1])
+                await engine._follower.start(follow=follow[0])
         except BaseException:
             await engine._abort_open()
             raise
         if not read_only:
             engine._start_background()
         return engine
+
+    async def refresh(self) -> None:
+        """A read-only engine: bring the view up to the files now (every complete batch, segment, topic).
+
+        A follower does this by itself (see ``Engine.open``); call it to be sure
+        the view holds what a writer's append that has returned wrote, or to
+        move a ``follow=False`` view. On a writable engine it does nothing: its
+        view is always current.
+
+        Raises:
+            ClosedError: the engine is closed.
+            StorageError: the log directory cannot be read.
+        """
+        self._check_open()
+        if self._follower is not None:
+            await self._follower.refresh()
 
     async def _load(self, on_progress: Callable[[RecoveryProgress], None] | None, *, force_recovery: bool) -> None:
         if self.read_only:
@@ -758,6 +793,8 @@ class Engine:
         return await self._new_segment(plog.directory, plog.config, base_offset, now_ms)
 
     async def _abort_open(self) -> None:
+        if self._follower is not None:
+            await self._follower.close()
         for plog in self._logs.values():
             with contextlib.suppress(Exception):
                 await plog.close()
@@ -1261,6 +1298,8 @@ class Engine:
             self._closed = True
 
     async def _close_locked(self) -> None:
+        if self._follower is not None:
+            await self._follower.close()  # no refresh touches a partition from here on
         background = list(self._tasks)
         for task in background:
             task.cancel()

@@ -904,10 +904,45 @@ class SegmentFile:
                 with contextlib.suppress(OSError):
                     self._ops.close(fd)
 
-    def _clamp(self, position: int, size: int) -> int:
+    def read_unvalidated_in_thread(self, fn: Callable[[PRead, int], _T]) -> _T:
+        """Run ``fn(pread, file_length)`` over the file as it is now, past the logical size; blocking.
+
+        For a read-only file that another process appends to (a follower): the
+        ``pread`` reads up to the file's current length (``fstat``), which may
+        hold batches this object has not validated yet, or a torn write, or
+        preallocated zeros. ``fn`` decides what is valid (the caller then moves
+        the logical size with :meth:`follow_size`). Only from an executor thread.
+
+        Raises:
+            StorageError: the stat or a read failed.
+            ClosedError: the file is closed.
+        """
+
+        def work() -> _T:
+            fd = self._descriptor()
+            try:
+                length = self._ops.fstat_size(fd)
+            except OSError as exc:
+                raise _storage_error("stat", self._path, exc) from exc
+            return fn(partial(self._pread_fd, fd, limit=length), length)
+
+        return self._guarded(work)
+
+    def follow_size(self, size: int) -> None:
+        """Set the logical size of a read-only file to what its follower validated (either way).
+
+        Raises:
+            ValueError: the file is writable (its size follows its own appends) or ``size`` is negative.
+        """
+        if self._writable or size < 0:
+            raise ValueError(f"{self._name}: follow_size({size}) is only for a read-only file's follower")
+        self._size = size
+        self._file_length = max(self._file_length, size)
+
+    def _clamp(self, position: int, size: int, limit: int | None = None) -> int:
         if position < 0 or size < 0:
             raise ValueError(f"{self._name}: negative read position {position} or size {size}")
-        return max(0, min(size, self._size - position))
+        return max(0, min(size, (self._size if limit is None else limit) - position))
 
     def _pread_nowait(self, position: int, size: int) -> bytes | bytearray:
         # _clamp, inlined: this is a point read's one file access, on its hottest path.
@@ -938,9 +973,10 @@ class SegmentFile:
     def _pread_blocking(self, position: int, size: int) -> bytes:
         return self._pread_fd(None, position, size)
 
-    def _pread_fd(self, fd: int | None, position: int, size: int) -> bytes:
-        # A blocking pread of this file through `fd` (None: the file's own descriptor, opened if deferred).
-        size = self._clamp(position, size)
+    def _pread_fd(self, fd: int | None, position: int, size: int, limit: int | None = None) -> bytes:
+        # A blocking pread of this file through `fd` (None: the file's own descriptor, opened if deferred),
+        # up to the logical size (or up to `limit`, a follower's look past it).
+        size = self._clamp(position, size, limit)
         if size == 0:
             return b""
         if fd is None:

@@ -26,7 +26,9 @@ import os
 import struct
 import threading
 import warnings
+from array import array
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
@@ -67,6 +69,7 @@ __all__ = [
     "LOG_SUFFIX",
     "NO_TIMESTAMP",
     "FetchData",
+    "FollowScan",
     "LocatedBatch",
     "LogOffsetMetadata",
     "LogSegment",
@@ -279,6 +282,52 @@ def _final_time_entry(time_index: TimeIndex, max_timestamp: int, offset: int) ->
         time_index.maybe_append(max_timestamp, offset, skip_full_check=True)
 
 
+class FollowScan(NamedTuple):
+    """What a follower found past its validated end of a segment (:meth:`LogSegment.follow_in_thread`).
+
+    Apply it with :meth:`LogSegment.apply_follow` (on the event loop). With
+    ``restart`` nothing is applied: the file no longer holds what was
+    validated (the writer cut or rewrote it), and the segment must be opened
+    again and followed from its start.
+    """
+
+    restart: bool
+    valid_end: int  # the new logical size: bytes of complete, CRC-valid batches from the start
+    next_offset: int
+    max_ts: int
+    max_ts_offset: int
+    first: BatchHeader | None  # the segment's first batch, when this scan met it
+    tail: tuple[int, int] | None  # (position, base offset) of the first batch this scan validated
+    last: tuple[int, bytes] | None  # (position, header bytes) of the last batch validated so far
+    entries: list[tuple[int, int, int, int]]  # (last offset, position, max ts, its offset), as an index would hold
+    since: int  # bytes validated since the last entry
+    more: bool  # stopped at the scan's byte limit: more complete batches may follow
+    verified: bool  # the trusted time-index entry the follow started from was found where it says
+
+
+_NO_SCAN: Final = FollowScan(True, 0, 0, NO_TIMESTAMP, 0, None, None, None, [], 0, False, False)
+
+
+@dataclass(slots=True)
+class _Followed:
+    """A read-only segment followed while another process appends to it: what the follower validated.
+
+    The writer's index files beyond what the follower checked are never used
+    (the writer fills them through a mapping, after its ``.log`` write):
+    entries for the batches the follower validated itself live here, in
+    memory, and serve reads as index entries would (floor lookups), beside the
+    index snapshot taken when the follow began (trusted up to ``start`` only).
+    """
+
+    verify: TimestampOffset | None  # the snapshot's last time entry, checked by the first scan
+    offsets: array[int] = field(default_factory=lambda: array("q"))  # last offset of each indexed batch
+    positions: array[int] = field(default_factory=lambda: array("q"))
+    times: array[int] = field(default_factory=lambda: array("q"))  # largest timestamp so far ...
+    time_offsets: array[int] = field(default_factory=lambda: array("q"))  # ... and the batch that has it
+    since: int = 0
+    last: tuple[int, bytes] | None = None
+
+
 class _ScanOutcome(NamedTuple):
     valid: int  # bytes of valid batches from the start
     last_entry: int  # position of the last index entry written
@@ -353,6 +402,7 @@ class LogSegment:
         self._load_lock = threading.Lock()  # first index load and check: one executor thread at a time
         self._released = False  # the files were closed (once), see close_in_thread
         self._closed = False
+        self._followed: _Followed | None = None  # set by begin_follow_in_thread (a follower's segment)
 
     @functools.cached_property
     def _offset_index(self) -> LazyIndex[OffsetIndex]:
@@ -1121,6 +1171,7 @@ class LogSegment:
         self._check_open()
         offset_index = await self._loaded_offset_index()
         span = offset_index.ceiling_span(start_offset) if offset_index else None
+        followed = self._follow_floor(start_offset)  # a follower's own entry (taken on the loop)
         tail = self._tail
         end = self._log.size
         limit = end if max_position is None else min(max_position, end)
@@ -1144,6 +1195,8 @@ class LogSegment:
             if located is None:
                 entry = offset_index.lookup(start_offset) if offset_index else None
                 start, entry_offset = (entry.position, entry.offset) if entry is not None else (0, None)
+                if followed is not None and followed[0] > start:
+                    start, entry_offset = followed
                 if tail is not None and tail[1] <= start_offset and tail[0] > start:
                     # The batch holding start_offset is at or after the last append's first.
                     start, entry_offset = tail[0], None
@@ -1288,12 +1341,20 @@ class LogSegment:
         self._check_open()
         indexes = await self._read_indexes()
         entry_offset: int | None = None
+        target = starting_offset  # every record before target's batch has a smaller timestamp
         if indexes is not None:
-            offset_index, time_index = indexes
-            floor = offset_index.lookup(max(time_index.lookup(timestamp).offset, starting_offset))
+            target = max(indexes[1].lookup(timestamp).offset, target)
+        followed_time = self._follow_time_floor(timestamp)
+        if followed_time is not None:
+            target = max(followed_time, target)
+        if indexes is not None:
+            floor = indexes[0].lookup(target)
             start, entry_offset = floor.position, floor.offset
         else:
             start = 0
+        followed = self._follow_floor(target)
+        if followed is not None and followed[0] > start:
+            start, entry_offset = followed
         end = self._log.size
         path = self._log.path
 
@@ -1359,6 +1420,186 @@ class LogSegment:
         """Whether the segment holds an offset not representable relative to its base (Kafka)."""
         next_offset = await self.read_next_offset()
         return next_offset > self._base_offset and next_offset - 1 - self._base_offset > INT32_MAX
+
+    # ------------------------------------------------------------------------------ following
+
+    @property
+    def followed(self) -> bool:
+        """Whether a follower tracks this read-only segment's growth (:meth:`begin_follow_in_thread`)."""
+        return self._followed is not None
+
+    def begin_follow_in_thread(self, *, trust_indexes: bool) -> None:
+        """Start following this read-only segment, which another process may be appending to; blocking.
+
+        The logical size drops to a point up to which the batches are trusted
+        without a new scan; :meth:`follow_in_thread` then validates (CRC-32C)
+        everything after it. With ``trust_indexes`` and both index files
+        present and passing their check, that point is the offset-index floor
+        of the time index's last entry (where Kafka's ``loadLargestTimestamp``
+        starts): the index snapshot serves lookups below it. Otherwise it is 0:
+        the whole segment is validated and indexed in memory, and the writer's
+        index files are never read.
+
+        Raises:
+            ValueError: the segment is writable.
+            StorageError: a file cannot be read.
+        """
+        if self._writable:
+            raise ValueError(f"{self._log.path}: only a read-only segment is followed")
+        start, verify = 0, None
+        with self._load_lock:
+            if trust_indexes and all(self._index_files_existed):
+                offset_index, time_index = self._offset_index.get(), self._time_index.get()
+                problem = self._log.read_in_thread(partial(self._index_problem, offset_index, time_index))
+                if problem is None and time_index.entries:
+                    verify = time_index.last_entry
+                    start = min(offset_index.lookup(verify.offset).position, self._log.size)
+            # From 0: the follower indexes the whole segment itself; snapshots would only mislead.
+            self._trust_indexes = start > 0
+            self._indexes_checked = True
+        self._followed = _Followed(verify if start > 0 else None)
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = (
+            (verify.timestamp, verify.offset) if verify is not None and start > 0 else (NO_TIMESTAMP, self._base_offset)
+        )
+        self._next_offset = None if start > 0 else self._base_offset
+        self._tail = None
+        self._log.follow_size(start)
+
+    def follow_in_thread(self, max_batch_bytes: int, limit_bytes: int) -> FollowScan:
+        """Validate the batches written after the logical end of a followed segment; blocking, changes nothing.
+
+        Reads from the logical end up to the file's current length (at most
+        ``limit_bytes``) and keeps the complete batches that pass their checks
+        and CRC-32C, in order. Whatever follows them — a batch still being
+        written, preallocated zeros, garbage — is "not written yet": it is never
+        cut or repaired here (the writer, or its recovery, owns the file).
+        Also checks that the file still holds what was validated before (its
+        length, and the header of the last validated batch): if not,
+        ``restart`` is set. Apply the result with :meth:`apply_follow`.
+
+        Raises:
+            ValueError: the segment is not followed.
+            StorageError, ClosedError.
+        """
+        followed = self._followed
+        if followed is None:
+            raise ValueError(f"{self._log.path}: not followed; call begin_follow_in_thread first")
+        start = self._log.size
+        next_offset = self._base_offset if self._next_offset is None else self._next_offset
+        known_max_ts = self._max_timestamp_so_far
+        assert known_max_ts is not None  # set by begin_follow_in_thread
+        max_ts, max_ts_offset = known_max_ts, self._offset_of_max_timestamp_so_far
+        interval = self._index_interval_bytes
+        last_time = followed.times[-1] if followed.times else max_ts
+        verify = followed.verify
+
+        def work(pread: PRead, length: int) -> FollowScan:
+            nonlocal next_offset, max_ts, max_ts_offset, last_time, verify
+            if length < start:
+                return _NO_SCAN  # cut below what was validated
+            last = followed.last
+            if last is not None and pread(last[0], HEADER_SIZE) != last[1]:
+                return _NO_SCAN  # the last validated batch was overwritten
+            entries: list[tuple[int, int, int, int]] = []
+            since, first, tail = followed.since, None, None
+            position, stop = start, min(length, start + limit_bytes)
+            chunk_size = _RECOVERY_CHUNK
+            while position < stop:
+                chunk = pread(position, min(chunk_size, stop - position))
+                result = scan_batches(chunk, max_batch_bytes=max_batch_bytes, next_offset=next_offset)
+                valid_end = result.valid_end
+                for relative, header in result.batches:
+                    at = position + relative
+                    if header.last_offset - self._base_offset > INT32_MAX:
+                        valid_end = relative  # not this segment's batch: the view stops before it
+                        break
+                    if at == 0:
+                        first = header
+                    if tail is None:
+                        tail = (at, header.base_offset)
+                    if verify is not None and header.last_offset >= verify.offset:
+                        if header.last_offset != verify.offset or header.max_timestamp != verify.timestamp:
+                            return _NO_SCAN  # the time-index snapshot does not describe this .log
+                        verify = None
+                    if header.max_timestamp > max_ts:
+                        max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+                    if since > interval:
+                        entries.append((header.last_offset, at, max_ts, max_ts_offset))
+                        since = 0
+                    since += header.size
+                    last = (at, bytes(chunk[relative : relative + HEADER_SIZE]))
+                    next_offset = header.next_offset
+                position += valid_end
+                if valid_end < result.valid_end:
+                    break
+                if result.stop is ScanStop.END:
+                    chunk_size = _RECOVERY_CHUNK
+                    continue
+                if result.stop is ScanStop.INCOMPLETE and position < stop:
+                    if result.valid_end > 0:
+                        continue  # the chunk ended inside a batch: read on from its start
+                    head = chunk[:HEADER_SIZE]
+                    if len(head) == HEADER_SIZE:  # one batch larger than the chunk: read it whole
+                        size = read_header(head).size
+                        if chunk_size < size <= min(max_batch_bytes, stop - position):
+                            chunk_size = size
+                            continue
+                break
+            if verify is not None:
+                return _NO_SCAN  # the batch the time-index snapshot names is not (or not yet) there
+            return FollowScan(
+                False, position, next_offset, max_ts, max_ts_offset, first, tail, last, entries, since,
+                stop < length and position == stop, followed.verify is not None,
+            )
+
+        return self._log.read_unvalidated_in_thread(work)
+
+    def apply_follow(self, scan: FollowScan) -> None:
+        """Make what :meth:`follow_in_thread` validated visible to readers; no I/O.
+
+        On the event loop (or before anyone else holds the segment): the index
+        entries come first, the logical size last.
+
+        Raises:
+            ValueError: ``scan.restart`` is set, or the segment is not followed.
+        """
+        followed = self._followed
+        if followed is None or scan.restart:
+            raise ValueError(f"{self._log.path}: this scan cannot be applied; open the segment again")
+        if scan.verified:
+            followed.verify = None
+        for last_offset, position, max_ts, max_ts_offset in scan.entries:
+            followed.offsets.append(last_offset)
+            followed.positions.append(position)
+            if max_ts > (followed.times[-1] if followed.times else NO_TIMESTAMP):
+                followed.times.append(max_ts)
+                followed.time_offsets.append(max_ts_offset)
+        followed.since = scan.since
+        if scan.last is not None:
+            followed.last = scan.last
+        if scan.first is not None:
+            self._rolling_based_timestamp = scan.first.max_timestamp
+        if scan.tail is not None:
+            self._tail = scan.tail
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = scan.max_ts, scan.max_ts_offset
+        self._next_offset = scan.next_offset
+        self._log.follow_size(scan.valid_end)
+
+    def _follow_floor(self, offset: int) -> tuple[int, int] | None:
+        # (position, last offset) of the follower's own entry with the largest last offset <= offset.
+        followed = self._followed
+        if followed is None:
+            return None
+        i = bisect.bisect_right(followed.offsets, offset) - 1
+        return (followed.positions[i], followed.offsets[i]) if i >= 0 else None
+
+    def _follow_time_floor(self, timestamp: int) -> int | None:
+        # The offset of the follower's own time entry with the largest timestamp <= timestamp.
+        followed = self._followed
+        if followed is None:
+            return None
+        i = bisect.bisect_right(followed.times, timestamp) - 1
+        return followed.time_offsets[i] if i >= 0 else None
 
     # ------------------------------------------------------------------------------ roll
 
