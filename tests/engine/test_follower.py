@@ -236,10 +236,10 @@ async def test_a_follower_maps_no_file_and_survives_a_writer_trimming_its_files(
 async def test_a_follower_never_blocks_a_writer_that_starts_after_it(tmp_path: Path) -> None:
     async with Engine.open(tmp_path) as engine:
         await engine.create_topic("t")
-    async with Engine.open(tmp_path, read_only=True) as follower:
-        async with writer_process(tmp_path) as writer:  # takes the directory's lock: nobody else holds it
-            await writer.call("append", "t", 0, [b"x"], [1])
-            await caught_up(lambda: follower.log("t").log_end_offset == 1, "log end 1")
+    # The writer takes the directory's lock after the follower opened: nobody else holds it.
+    async with Engine.open(tmp_path, read_only=True) as follower, writer_process(tmp_path) as writer:
+        await writer.call("append", "t", 0, [b"x"], [1])
+        await caught_up(lambda: follower.log("t").log_end_offset == 1, "log end 1")
 
 
 # -- the tail, byte by byte (no writer process: the test writes the bytes itself) -------------------
@@ -329,7 +329,8 @@ async def test_a_follower_validates_again_a_segment_the_writer_cut_and_rewrote(t
             f.write(_batch(2, b"second, a longer batch than the first"))
         await follower.refresh()
         assert plog.log_end_offset == 3
-        assert [r.value for r in (await plog.read(0)).records] == [b"v0", b"v1", b"second, a longer batch than the first"]
+        got = [r.value for r in (await plog.read(0)).records]
+        assert got == [b"v0", b"v1", b"second, a longer batch than the first"]
 
 
 async def test_follow_interval_must_be_a_positive_int(tmp_path: Path) -> None:
