@@ -81,8 +81,13 @@ _IGNORED: Final = 0x8000  # the watch is gone (its directory was deleted)
 
 
 def inotify_available() -> bool:
-    """Whether this platform gives a follower inotify events (else it only polls)."""
-    return inotify_simple is not None and sys.platform == "linux"
+    """Whether followers use inotify events (else they only poll).
+
+    Linux with ``inotify_simple`` installed, unless the environment sets
+    ``SEGLOG_FOLLOW_POLL=1``: inotify sees no write made on another machine
+    (NFS and other network file systems), so there only the poll works.
+    """
+    return inotify_simple is not None and sys.platform == "linux" and os.environ.get("SEGLOG_FOLLOW_POLL") != "1"
 
 
 def _max_batch_bytes(config: LogConfig) -> int:

@@ -55,6 +55,12 @@ ROWS: Final[dict[str, RowSpec]] = {
     "recovery_scan": RowSpec("unclean open: recovery scan", "MB/s", "pread 4 MiB + CRC-32C"),
     "clean_open": RowSpec("clean open, partitions x 10 segments", "s", "listing the same directory"),
     "memory_peak": RowSpec("peak traced memory, produce + fetch", "MB", "msgpack + os.write, read + unpack"),
+    "follow_latency": RowSpec(
+        "read-only follower in another process: append returned -> subscribe yielded, p50", "us", "(none)"
+    ),
+    "follow_latency_poll": RowSpec(
+        "the same follower polling every 100 ms (no inotify), p50", "us", "(none)"
+    ),
 }
 ROW_KEYS: Final = tuple(ROWS)
 
@@ -104,6 +110,8 @@ RATIOS: Final[dict[str, RatioSpec]] = {
         "recovery time, 2x total bytes, same bytes after / 1x", "<= 1.3 (flat)", _at_most(1.3)
     ),
     "recovery_vs_read_crc": RatioSpec("recovery scan MB/s / raw read + CRC-32C MB/s", "reported", None),
+    # Issue 17: a follower in another process sees an append within 1 second (p99).
+    "follow_p99_s": RatioSpec("follower p99 latency, append returned -> subscribe yielded (s)", "< 1", _below(1.0)),
 }
 RATIO_KEYS: Final = tuple(RATIOS)
 
@@ -190,7 +198,12 @@ class Report:
             "recovery_double_after": div(rec("total 4X, after 2X"), rec("total 4X, after 1X")),
             "recovery_double_total": div(rec("total 4X, after 1X"), rec("total 2X, after 1X")),
             "recovery_vs_read_crc": div(g("recovery_scan", "seglog"), g("recovery_scan", "raw")),
+            "follow_p99_s": div(self.p99("follow_latency", "seglog"), 1e6),
         }
+
+    def p99(self, row: str, column: str) -> float | None:
+        cell = self.rows.get(row, {}).get(column)
+        return None if cell is None or cell.p99 is None or math.isnan(cell.p99) else cell.p99
 
     def verdicts(self) -> dict[str, bool | None]:
         out: dict[str, bool | None] = {}

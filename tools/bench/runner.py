@@ -17,10 +17,11 @@ from seglog.engine import Engine, LogConfig, run
 from seglog.tools.bench import references as ref
 from seglog.tools.bench import scaling, workloads
 from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset, Scratch, remove
+from seglog.tools.bench.follow import follow_latencies
 from seglog.tools.bench.report import Report
 from seglog.tools.bench.timing import Latency, Rate, Rounds, interleave, now, settle
 
-SECTIONS: Final = ("produce", "fetch", "lookup", "recovery", "open", "memory", "scaling")
+SECTIONS: Final = ("produce", "fetch", "lookup", "recovery", "open", "memory", "scaling", "follow")
 # Run only when named with --only: they need the `wire` extra (Kafka clients) and their own processes.
 EXTRA_SECTIONS: Final = ("wire",)
 ALL_SECTIONS: Final = SECTIONS + EXTRA_SECTIONS
@@ -28,6 +29,9 @@ CONCURRENT_CALLERS: Final = 100
 DURABLE: Final = LogConfig(flush_messages=1)  # fsync before every append returns
 # 1000 records of 1 KiB make a ~1.05 MB batch, above Kafka's default max.message.bytes (1 MiB + 12).
 LARGE_BATCHES: Final = LogConfig(max_message_bytes=4 << 20)
+# The follow section: a live producer's pace (not a flood), and the poll interval of its no-inotify run.
+FOLLOW_GAP_S: Final = 0.002
+FOLLOW_POLL_INTERVAL_MS: Final = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,18 +53,20 @@ class Sizes:
     scaling_small: int
     scaling_large: int
     memory: int  # records produced and fetched under tracemalloc
+    follow: int  # appends a follower in another process must see (one record each)
 
 
 FULL: Final = Sizes(
     rounds=5, warmup=True, produce=200_000, produce_1k=50_000, single=2_000, durable=50_000, durable_single=300,
     diskcache_divisor=10, fetch=200_000, lookup_records=100_000, lookups=2_000, subscribe=500,
     recovery_unit_bytes=64 << 20, open_partitions=1000, scaling_small=100_000, scaling_large=10_000_000,
-    memory=100_000,
+    memory=100_000, follow=1000,
 )
 QUICK: Final = Sizes(
     rounds=1, warmup=False, produce=10_000, produce_1k=2_000, single=200, durable=2_000, durable_single=20,
     diskcache_divisor=10, fetch=10_000, lookup_records=5_000, lookups=100, subscribe=30,
     recovery_unit_bytes=1 << 20, open_partitions=10, scaling_small=1_000, scaling_large=20_000, memory=5_000,
+    follow=30,
 )
 
 
@@ -562,3 +568,24 @@ class _Bench:
             lookup_timestamp_small_us=lat["ts"].p(50) * 1e6,
             lookup_timestamp_large_us=lat["tl"].p(50) * 1e6,
         )
+
+    # -------------------------------------------------------------------------------- follow
+
+    async def follow(self) -> None:
+        """A read-only follower in this process, a writer in another: append return -> subscribe yield."""
+        count = self.sizes.follow
+        for row, poll in (("follow_latency", False), ("follow_latency_poll", True)):
+            directory = self.scratch.fresh("follow")
+            try:
+                got = await follow_latencies(
+                    directory, count, gap_s=FOLLOW_GAP_S, poll=poll, interval_ms=FOLLOW_POLL_INTERVAL_MS
+                )
+            finally:
+                remove(directory)
+            latency = Latency(got.latencies_s)
+            self.report.put(row, "seglog", latency.p(50) * 1e6, latency.p(99) * 1e6)
+            how = "inotify" if got.notified else f"polling every {FOLLOW_POLL_INTERVAL_MS} ms"
+            self.report.notes[row] = (
+                f"{count:,} appends of one record, {FOLLOW_GAP_S * 1000:g} ms apart, follower driven by {how}; "
+                f"{got.seen_before_return} yielded before the writer's append returned (counted as 0)"
+            )
