@@ -209,9 +209,10 @@ class Engine:
     Open one per directory with ``await Engine.open(path)`` or
     ``async with Engine.open(path) as engine``; a second engine on the same
     directory, in this or another process, gets ``LogDirLockedError``.
-    ``read_only=True`` takes no lock, writes nothing and runs no recovery
-    (for inspection tools; it reads what is on disk, torn tails included,
-    stopping at the first invalid batch).
+    ``read_only=True`` takes no lock, writes nothing, maps no file and runs
+    no recovery: a follower of the directory's writer, in this or another
+    process, whose view ends at the last complete, CRC-valid batch of each
+    partition (see ``engine/follow.py`` and docs/OPERATIONS.md, "Followers").
     """
 
     def __init__(self, path: Path, config: LogConfig, *, read_only: bool) -> None:
