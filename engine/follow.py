@@ -161,14 +161,19 @@ def _look_at_partition(
         look.gone = True  # no segment: not a partition (yet, or any more)
         return look
     look.removed = [base for base in current if base not in listed]
+    # Listed before these scans: every segment but the last one listed was sealed by then, so its
+    # scan now reaches its true end, in one go (a later look scans only the last segment again).
+    newest = max(listed)
+
+    def limit(base: int) -> int:
+        return FOLLOW_SCAN_BYTES if base == newest else _UNLIMITED
+
     try:
-        # Listed before these scans: every segment but the last one listed was sealed by then, so
-        # its scan now reaches its true end.
         last_base = max(current) if current else -1
         for segment in segments:
             if segment.base_offset < last_base or segment.base_offset not in listed or not segment.followed:
                 continue
-            scan = segment.follow_in_thread(max_batch, FOLLOW_SCAN_BYTES)
+            scan = segment.follow_in_thread(max_batch, limit(segment.base_offset))
             if scan.restart:
                 look.removed.append(segment.base_offset)
                 look.opened.append(_open_followed_in_thread(directory, segment.base_offset, config, now_ms))
@@ -179,7 +184,7 @@ def _look_at_partition(
             fresh = _open_followed_in_thread(directory, base, config, now_ms)
             look.opened.append(fresh)
         for fresh in look.opened:  # not visible to readers yet: applied here
-            scan = fresh.follow_in_thread(max_batch, FOLLOW_SCAN_BYTES)
+            scan = fresh.follow_in_thread(max_batch, limit(fresh.base_offset))
             if not scan.restart:
                 fresh.apply_follow(scan)
                 look.more = look.more or scan.more
@@ -343,15 +348,23 @@ class Follower:
         self._wake.set()
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_full = loop.time()
         while not self._closed:
-            try:
-                async with asyncio.timeout(self._interval_s):
-                    await self._wake.wait()
-            except TimeoutError:
+            # The full look is due every interval even while events keep coming (a writer busy on one
+            # partition must not keep the others, or a missed event, waiting).
+            due = last_full + self._interval_s - loop.time()
+            if due > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(due):
+                        await self._wake.wait()
+            if loop.time() >= last_full + self._interval_s:
                 self._all_dirty = self._dir_dirty = True
+                last_full = loop.time()
             self._wake.clear()
             try:
-                await self._pass()
+                for key in await self._pass():
+                    self._mark(key, False)  # far behind: go on at once, after the loop served its readers
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failing look must not end the follow: the next pass retries
@@ -360,11 +373,14 @@ class Follower:
     async def refresh(self) -> None:
         """Look at every partition and the log directory now, until the view holds every complete batch."""
         self._all_dirty = self._dir_dirty = True
-        while self._all_dirty or self._dirty:
-            await self._pass()
+        behind = await self._pass()
+        while behind:  # partitions whose new bytes exceeded one look's limit
+            for key in behind:
+                self._mark(key, False)
+            behind = await self._pass()
 
-    async def _pass(self) -> None:
-        """One refresh pass over what is marked (see :meth:`_mark`)."""
+    async def _pass(self) -> list[tuple[str, int]]:
+        """One refresh pass over what is marked (see :meth:`_mark`); returns the partitions still behind."""
         async with self._pass_lock:
             all_dirty, dir_dirty, dirty = self._all_dirty, self._dir_dirty, self._dirty
             self._all_dirty = self._dir_dirty = False
@@ -376,10 +392,7 @@ class Follower:
                 todo = {key: True for key in engine._logs}
             else:
                 todo = {key: listing for key, listing in dirty.items() if key in engine._logs}
-            more = await self._refresh_partitions(todo)
-            if more:  # a partition is far behind: go on at once, after the loop served its readers
-                for key in more:
-                    self._mark(key, False)
+            return await self._refresh_partitions(todo)
 
     async def _refresh_log_dir(self) -> None:
         """Topics that appeared or went, and the log start checkpoint."""

@@ -1449,8 +1449,11 @@ class LogSegment:
         start, verify = 0, None
         with self._load_lock:
             if trust_indexes and all(self._index_files_existed):
-                offset_index, time_index = self._offset_index.get(), self._time_index.get()
-                problem = self._log.read_in_thread(partial(self._index_problem, offset_index, time_index))
+                try:
+                    offset_index, time_index = self._offset_index.get(), self._time_index.get()
+                    problem = self._log.read_in_thread(partial(self._index_problem, offset_index, time_index))
+                except StorageError as exc:  # e.g. removed meanwhile: validate the .log alone
+                    problem = str(exc)
                 if problem is None and time_index.entries:
                     verify = time_index.last_entry
                     start = min(offset_index.lookup(verify.offset).position, self._log.size)
@@ -1535,21 +1538,32 @@ class LogSegment:
                 if result.stop is ScanStop.END:
                     chunk_size = _RECOVERY_CHUNK
                     continue
-                if result.stop is ScanStop.INCOMPLETE and position < stop:
+                if result.stop is ScanStop.INCOMPLETE:
                     if result.valid_end > 0:
+                        chunk_size = _RECOVERY_CHUNK
                         continue  # the chunk ended inside a batch: read on from its start
                     head = chunk[:HEADER_SIZE]
-                    if len(head) == HEADER_SIZE:  # one batch larger than the chunk: read it whole
+                    if len(head) == HEADER_SIZE:
                         size = read_header(head).size
-                        if chunk_size < size <= min(max_batch_bytes, stop - position):
+                        if len(chunk) < size <= max_batch_bytes and position + size <= length:
+                            # Its bytes are in the file: read it whole, past the byte limit if need be.
                             chunk_size = size
+                            stop = max(stop, position + size)
                             continue
-                break
+                break  # a batch not (completely) written yet, or garbage: the view ends here
+            else:
+                limited = stop < length  # stopped by the byte limit: more may be there already
+                if verify is not None and not limited:
+                    return _NO_SCAN  # the batch the time-index snapshot names is not (or not yet) there
+                return FollowScan(
+                    False, position, next_offset, max_ts, max_ts_offset, first, tail, last, entries, since,
+                    limited, followed.verify is not None and verify is None,
+                )
             if verify is not None:
-                return _NO_SCAN  # the batch the time-index snapshot names is not (or not yet) there
+                return _NO_SCAN
             return FollowScan(
                 False, position, next_offset, max_ts, max_ts_offset, first, tail, last, entries, since,
-                stop < length and position == stop, followed.verify is not None,
+                False, followed.verify is not None,
             )
 
         return self._log.read_unvalidated_in_thread(work)

@@ -336,3 +336,34 @@ async def test_a_follower_validates_again_a_segment_the_writer_cut_and_rewrote(t
 async def test_follow_interval_must_be_a_positive_int(tmp_path: Path) -> None:
     with pytest.raises(errors.InvalidConfigError, match="follow_interval_ms"):
         Engine.open(tmp_path, read_only=True, follow_interval_ms=0)
+
+
+async def test_a_segment_sealed_while_the_follower_is_behind_is_read_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seglog.engine import follow
+
+    monkeypatch.setattr(follow, "FOLLOW_SCAN_BYTES", 300)  # a look validates a few batches at most
+    async with Engine.open(tmp_path, LogConfig(**SMALL)) as writer:
+        await writer.create_topic("t")
+        wlog = writer.log("t")
+        async with Engine.open(tmp_path, LogConfig(**SMALL), read_only=True, follow=False) as follower:
+            for value in values(10):
+                await wlog.append([Record(value, timestamp=1)])
+            assert follower._follower is not None
+            follower._follower._mark(None, True)
+            assert await follower._follower._pass() == [("t", 0)]  # one look: still behind in segment 0
+            plog = follower.log("t")
+            assert 0 < plog.log_end_offset < 10
+            for value in values(40, 10):  # the writer rolls meanwhile
+                await wlog.append([Record(value, timestamp=1)])
+            assert wlog.segment_count > 1
+            await follower.refresh()
+            assert plog.segment_base_offsets() == wlog.segment_base_offsets()
+            assert plog.log_end_offset == 50
+            offset, seen = 0, []
+            while offset < 50:
+                got = await plog.read(offset)
+                seen += [r.value for r in got.records]
+                offset = got.next_offset
+            assert seen == values(50)
