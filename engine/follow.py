@@ -372,6 +372,8 @@ class Follower:
 
     async def refresh(self) -> None:
         """Look at every partition and the log directory now, until the view holds every complete batch."""
+        if self._closed:
+            return  # the engine is closing: its partitions are closed next
         self._all_dirty = self._dir_dirty = True
         behind = await self._pass()
         while behind:  # partitions whose new bytes exceeded one look's limit

@@ -233,6 +233,28 @@ async def test_a_follower_maps_no_file_and_survives_a_writer_trimming_its_files(
                 assert str(tmp_path) not in maps
 
 
+async def test_a_follower_goes_on_after_its_writer_is_killed_and_another_recovers(tmp_path: Path) -> None:
+    async with writer_process(tmp_path, **SMALL) as writer:
+        await writer.call("create", "t", 1, None)
+        end = await writer.call("appends", "t", 0, values(30), [1000 + i for i in range(30)])
+        async with Engine.open(tmp_path, LogConfig(**SMALL), read_only=True) as follower:
+            plog = follower.log("t")
+            await caught_up(lambda: plog.log_end_offset == end, f"log end {end}")
+            await writer.kill()
+            # The next writer finds an unclean stop: it recovers (rebuilds indexes, trims, grows them).
+            async with writer_process(tmp_path, **SMALL) as successor:
+                end = await successor.call("appends", "t", 0, values(30, 30), [1030 + i for i in range(30)])
+                await caught_up(lambda: plog.log_end_offset == end, f"log end {end}")
+                offset, seen = 0, []
+                while offset < end:
+                    got = await plog.read(offset)
+                    seen += [r.value for r in got.records]
+                    offset = got.next_offset
+                assert seen == values(60)
+                hit = await plog.offset_for_timestamp(1045)
+                assert hit is not None and hit.offset == 45
+
+
 async def test_a_follower_never_blocks_a_writer_that_starts_after_it(tmp_path: Path) -> None:
     async with Engine.open(tmp_path) as engine:
         await engine.create_topic("t")

@@ -104,6 +104,14 @@ class WriterProcess:
         self._conn.send((command, *args))
         return await self._reply()
 
+    async def kill(self) -> None:
+        """SIGKILL the writer (a crash: no clean close); the context manager then only reaps it."""
+        self.killed = True
+        self.process.kill()
+        await asyncio.to_thread(self.process.join)
+
+    killed = False
+
 
 @contextlib.asynccontextmanager
 async def writer_process(directory: Path, **config: Any) -> AsyncIterator[WriterProcess]:
@@ -117,7 +125,8 @@ async def writer_process(directory: Path, **config: Any) -> AsyncIterator[Writer
     try:
         await writer._reply()  # the writer holds the directory now
         yield writer
-        await writer.call("exit")
+        if not writer.killed:
+            await writer.call("exit")
     finally:
         ours.close()  # after a failure the child's next receive ends it: no waiting for a timeout
         await asyncio.to_thread(process.join, REPLY_TIMEOUT_S)
