@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Final
 from seglog.engine import _fs
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from seglog.engine.config import LogConfig
-from seglog.engine.errors import SeglogError, UnknownTopicOrPartitionError
-from seglog.engine.names import partition_dir_name
+from seglog.engine.errors import SeglogError, StorageError, UnknownTopicOrPartitionError
+from seglog.engine.names import parse_partition_dir, partition_dir_name
 from seglog.segments.fileio import in_thread
 from seglog.segments.segment import FollowScan, LogSegment
 
@@ -192,6 +192,41 @@ def _look_at_partition(
         _close_in_thread(look.opened)
         raise
     return look
+
+
+def _list_log_dir(path: Path, known_topics: set[str]) -> _fs.LogDirListing:
+    """The partition directories and the log start checkpoint (blocking; a follower's look at the log dir).
+
+    Unlike the open's listing it reads ``topic.json`` only for topics not
+    known yet (one per topic, of its lowest partition directory that has one).
+    """
+    listing = _fs.LogDirListing()
+    try:
+        names = os.listdir(path)
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc
+    for name in names:
+        parsed = parse_partition_dir(name)
+        if parsed is not None:
+            listing.partition_dirs[parsed] = None
+    try:
+        with open(path / LOG_START_OFFSET_CHECKPOINT, "rb") as f:
+            listing.files[LOG_START_OFFSET_CHECKPOINT] = f.read(_fs.MAX_SMALL_FILE_BYTES)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise StorageError(f"{path / LOG_START_OFFSET_CHECKPOINT}: cannot read: {exc}") from exc
+    described: set[str] = set()
+    for topic, partition in sorted(listing.partition_dirs):
+        if topic in known_topics or topic in described:
+            continue
+        try:
+            with open(path / partition_dir_name(topic, partition) / _fs.TOPIC_FILE, "rb") as f:
+                listing.partition_dirs[(topic, partition)] = f.read(_fs.MAX_SMALL_FILE_BYTES)
+            described.add(topic)
+        except OSError:
+            continue  # not written yet (or the directory went): a later look reads it
+    return listing
 
 
 def _close_in_thread(segments: Sequence[LogSegment]) -> None:
@@ -399,7 +434,7 @@ class Follower:
     async def _refresh_log_dir(self) -> None:
         """Topics that appeared or went, and the log start checkpoint."""
         engine = self._engine
-        listing = await _fs.scan_log_dir(engine.path, create=False)
+        listing = await in_thread(_list_log_dir, engine.path, set(engine._topics))
         self._start_offsets = engine._parse_checkpoint(LOG_START_OFFSET_CHECKPOINT, listing)
         for key in [k for k in engine._logs if k not in listing.partition_dirs]:
             await self._drop_partition(key)

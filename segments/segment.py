@@ -357,6 +357,12 @@ class LogSegment:
     append. The visible size grows only after an append's bytes are written,
     and index entries are added after that, so a reader never sees a
     half-written batch. ``recover`` must not run concurrently with anything.
+
+    A read-only segment may be *followed* while another process appends to
+    it (:meth:`begin_follow_in_thread`, :meth:`follow_in_thread`,
+    :meth:`apply_follow`): its logical size is then what the follower
+    validated (complete, CRC-valid batches), and the follower's own index
+    entries beyond the writer's checked ones live in memory.
     """
 
     def __init__(
