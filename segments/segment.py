@@ -1548,7 +1548,7 @@ class LogSegment:
                     if result.valid_end > 0:
                         chunk_size = _RECOVERY_CHUNK
                         continue  # the chunk ended inside a batch: read on from its start
-                    head = chunk[:HEADER_SIZE]
+                    head = chunk[:HEADER_SIZE] if len(chunk) >= HEADER_SIZE else pread(position, HEADER_SIZE)
                     if len(head) == HEADER_SIZE:
                         size = read_header(head).size
                         if len(chunk) < size <= max_batch_bytes and position + size <= length:
