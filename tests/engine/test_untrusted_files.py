@@ -383,9 +383,6 @@ async def test_index_of_random_bytes_after_a_clean_shutdown_is_rebuilt(tmp_path:
 # ---------------------------------------------------------------- found by the corruption fuzz test (not in issue 18)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="found by test_corruption_fuzz: a read-only engine takes the largest timestamp of an "
-                   "uncleanly stopped active segment from its time index, which lags the .log")
 async def test_read_only_engine_after_an_unclean_stop_finds_records_past_the_last_time_index_entry(
     tmp_path: Path,
 ) -> None:
