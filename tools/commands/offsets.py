@@ -30,8 +30,8 @@ from seglog.tools._output import (
 NOTES = """\
 Output: one line per partition, TOPIC:PARTITION:OFFSET (kafka-get-offsets'
 format), of TOPIC or, without one, of every topic (sorted; --partition then
-picks those partitions of each topic). For a time after every record's timestamp the offset is -1 (Kafka's
-"no such offset"; null in --json). --time takes earliest, latest,
+picks those partitions of each topic). For a time after every record's
+timestamp the offset is -1 (Kafka's "no such offset"; null in --json). --time takes earliest, latest,
 max-timestamp, Kafka's -2/-1/-3, ISO 8601 or epoch milliseconds."""
 
 SENTINELS = {"earliest": -2, "latest": -1, "max-timestamp": -3, "-2": -2, "-1": -1, "-3": -3}

@@ -81,6 +81,8 @@ def read_seglog(spark: Any, path: str, **options: Any) -> Any:
     DataFrame silently misses rows (after a pushed filter) or new segments.
     """
     register(spark)
+    # Python's current directory, which a caller means; Spark alone would use its JVM's working directory.
+    path = os.path.abspath(path)
     reader = spark.read.format(FORMAT)
     if not any(key.lower() == "minpartitions" for key in options):
         # Spark's file sources pack small files by the cluster's parallelism; a Python source's
