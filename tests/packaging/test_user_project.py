@@ -1,7 +1,7 @@
 """seglog installed from a wheel into a user's project that has its own ``engine`` and ``tools`` packages.
 
-One fresh venv for the module: ``pip install <copy of this tree>[testing]`` (a non-editable install, built
-as a wheel, as a user gets it; pip's cache supplies the dependencies). The throwaway project then runs its
+One fresh venv for the module: ``pip install seglog-*.whl[testing]`` (the wheel of this tree that
+conftest.py builds, as a user gets it; pip's cache supplies the dependencies). The throwaway project then runs its
 own pytest suite with no conftest and no ini file: the plugin's fixtures must work in pytest-asyncio's
 default strict mode and in auto mode, ``from engine import ...`` must be the project's own package, and the
 test examples of README.md and docs/TESTING.md must pass as written.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,10 +20,7 @@ import pytest
 
 pytestmark = [pytest.mark.packaging, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
-# What a wheel is built from is everything but these (development state, tests, data).
-_NOT_BUILD_INPUTS = {".venv", ".git", "build", "dist", "data", "reports", "tests", "bench", "examples", "docs",
-                     ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis"}
+ROOT = Path(__file__).resolve().parents[2]
 
 USER_ENGINE = '''"""The user's own package named engine: seglog must not shadow it, nor be shadowed by it."""
 OWNER = "the user's engine"
@@ -80,22 +76,16 @@ def _run(cmd: list[str | Path], cwd: Path, timeout: float) -> subprocess.Complet
 
 
 @pytest.fixture(scope="module")
-def user_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """(project directory, the venv's python) with seglog[testing] installed from a wheel of this tree."""
-    base = tmp_path_factory.mktemp("packaging")
-    source = base / "seglog-src"
-    shutil.copytree(
-        ROOT, source, symlinks=True,
-        ignore=lambda d, names: {n for n in names if (Path(d) == ROOT and n in _NOT_BUILD_INPUTS)
-                                 or n == "__pycache__" or n.endswith((".egg-info", ".so"))},
-    )
+def user_project(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Iterator[tuple[Path, Path]]:
+    """(project directory, the venv's python) with seglog[testing] installed from the wheel of this tree."""
+    base = tmp_path_factory.mktemp("user-project")
     venv = base / "venv"
     python = venv / "bin" / "python"
     # The venv gets no pip of its own (ensurepip is slow): this interpreter's pip installs into it.
     made = _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", venv], base, 120)
     assert made.returncode == 0, made.stderr
     installed = _run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet",
-                      f"{source}[testing]"], base, 600)
+                      f"{wheel}[testing]"], base, 600)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     project = base / "project"
     (project / "engine").mkdir(parents=True)
