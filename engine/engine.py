@@ -1092,6 +1092,8 @@ class Engine:
 
     async def _ensure_topic(self, topic: str, partitions: int) -> None:
         """Create ``topic`` unless it exists; return once all of its partitions are registered."""
+        if type(topic) is not str:  # an unhashable or non-str name must not reach the dict lookup
+            validate_topic(topic)
         state = self._topics.get(topic)
         if state is None:
             with contextlib.suppress(TopicExistsError):  # a concurrent caller created it meanwhile: use it

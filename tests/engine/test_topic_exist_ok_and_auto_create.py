@@ -88,6 +88,11 @@ async def test_auto_create_refuses_an_illegal_topic_name(tmp_path: Path) -> None
     async with Engine.open(tmp_path / "data", auto_create_topics=True) as engine:
         with pytest.raises(errors.InvalidTopicError):
             await engine.produce("../evil", b"x")
+        for not_a_name in (["orders"], b"orders", None):
+            with pytest.raises(errors.InvalidTopicError):
+                await engine.produce(not_a_name, b"x")  # type: ignore[arg-type]
+            with pytest.raises(errors.InvalidTopicError):
+                await engine.log_or_create(not_a_name)  # type: ignore[arg-type]
         assert engine.topics() == [] and not (tmp_path / "evil-0").exists()
 
 
