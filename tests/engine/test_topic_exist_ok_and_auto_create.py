@@ -134,23 +134,24 @@ async def test_log_or_create_on_a_read_only_engine_returns_existing_topics_only(
 async def test_a_producer_waits_for_a_topic_another_producer_is_auto_creating(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The second producer arrives while the first one's create_topic has made partition 0 but not yet 2."""
+    """The second producer arrives while the first one's create_topic has registered the topic but not yet
+    made its partitions (held where it places their directories)."""
     gate, reached = asyncio.Event(), asyncio.Event()
-    make_dir = engine_fs.make_dir
+    place = engine_fs.place_new_partition_dirs
 
-    async def make_dir_held_at_the_last_partition(path: Path, *args: Any, **kwargs: Any) -> Any:
-        if path.name == "orders-2":
-            reached.set()
-            await gate.wait()
-        return await make_dir(path, *args, **kwargs)
+    async def place_when_released(*args: Any, **kwargs: Any) -> Any:
+        reached.set()
+        await gate.wait()
+        return await place(*args, **kwargs)
 
-    monkeypatch.setattr(engine_fs, "make_dir", make_dir_held_at_the_last_partition)
+    monkeypatch.setattr(engine_fs, "place_new_partition_dirs", place_when_released)
     async with Engine.open(tmp_path, auto_create_topics=True, auto_create_partitions=3) as engine:
         first = asyncio.create_task(engine.produce("orders", b"first", partition=0))
-        await reached.wait()
-        assert engine.partitions_for("orders") == 3  # registered, its last partition not yet made
-        second = asyncio.create_task(engine.produce("orders", b"second", partition=2))
         try:
+            async with asyncio.timeout(30):  # not reached: create_topic no longer places partitions there
+                await reached.wait()
+            assert engine.partitions_for("orders") == 3  # registered, its partitions not yet made
+            second = asyncio.create_task(engine.produce("orders", b"second", partition=2))
             # While the first creation is held, the second producer neither fails nor finishes: it waits.
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(second), 0.1)
