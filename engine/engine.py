@@ -116,6 +116,37 @@ class _Topic:
     config: LogConfig
 
 
+def _check_same_topic(existing: _Topic, partitions: int, config: LogConfig | None) -> None:
+    """Refuse ``create_topic(exist_ok=True)`` for a topic that exists with another shape.
+
+    Raises:
+        TopicExistsError: another partition count, or (``config`` given) another effective config.
+    """
+    if existing.partitions != partitions:
+        raise TopicExistsError(
+            f"topic {existing.name!r} already exists with {existing.partitions} partition(s), not the "
+            f"{partitions} asked for; exist_ok=True accepts only the same partition count: pass "
+            f"partitions={existing.partitions}, or delete the topic first"
+        )
+    if config is None:
+        return
+    have, want = existing.config.to_properties(), config.to_properties()
+    if have != want:
+        diff = ", ".join(f"{key} is {have[key]}, asked for {want[key]}" for key in sorted(have)
+                         if have[key] != want[key])
+        raise TopicExistsError(
+            f"topic {existing.name!r} already exists with another config ({diff}); exist_ok=True accepts only "
+            "the same config: pass config=None to take the stored one, or delete the topic first"
+        )
+
+
+def _check_partition_count(name: str, partitions: int) -> None:
+    """Raises ``InvalidConfigError`` (or ``InvalidTopicError`` above Kafka's partition ids) for a bad count."""
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise InvalidConfigError(f"{name} must be a positive int, got {partitions!r}")
+    validate_partition(partitions - 1)
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -235,6 +266,8 @@ class Engine:
         self.retention_check_interval_ms = DEFAULT_RETENTION_CHECK_INTERVAL_MS
         self.checkpoint_interval_ms = DEFAULT_CHECKPOINT_INTERVAL_MS
         self.flush_check_interval_ms = DEFAULT_FLUSH_CHECK_INTERVAL_MS
+        self.auto_create_topics = False
+        self.auto_create_partitions = 1
         self.had_clean_shutdown = True
         self._follower: Follower | None = None  # a read-only engine's (engine/follow.py)
 
@@ -253,6 +286,8 @@ class Engine:
         flush_check_interval_ms: int = DEFAULT_FLUSH_CHECK_INTERVAL_MS,
         follow: bool = True,
         follow_interval_ms: int = DEFAULT_FOLLOW_INTERVAL_MS,
+        auto_create_topics: bool = False,
+        auto_create_partitions: int = 1,
     ) -> _Opening:
         """Open (creating if needed) the log directory at ``path``.
 
@@ -270,11 +305,18 @@ class Engine:
         at once where inotify reports the change (docs/OPERATIONS.md, "Followers").
         ``follow=False`` keeps the view as it was at open until :meth:`refresh`.
 
+        ``auto_create_topics=True`` is Kafka's ``auto.create.topics.enable``:
+        ``produce`` to a topic that does not exist creates it, with
+        ``auto_create_partitions`` partitions (Kafka's ``num.partitions``) and
+        ``config`` (see :meth:`log_or_create`). Off by default: a typo in a
+        topic name should be an error, not a new topic.
+
         Raises:
             LogDirLockedError: another engine holds the directory.
             InvalidConfigError: ``path`` is not a str or os.PathLike, or holds
                 NUL; ``config`` is not a ``LogConfig``, a flag is not a bool,
-                ``on_progress`` is not callable, or an interval is not positive.
+                ``on_progress`` is not callable, an interval is not positive,
+                or ``auto_create_partitions`` is not a partition count.
             StorageError: the directory cannot be created or read.
         """
         if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
@@ -286,11 +328,17 @@ class Engine:
             config = LogConfig()
         if not isinstance(config, LogConfig):
             raise InvalidConfigError(f"config must be a LogConfig, got {type(config).__name__}")
-        for flag, flag_value in (("read_only", read_only), ("force_recovery", force_recovery), ("follow", follow)):
+        for flag, flag_value in (
+            ("read_only", read_only),
+            ("force_recovery", force_recovery),
+            ("follow", follow),
+            ("auto_create_topics", auto_create_topics),
+        ):
             if not isinstance(flag_value, bool):
                 raise InvalidConfigError(f"{flag} must be a bool, got {type(flag_value).__name__} {flag_value!r}")
         if on_progress is not None and not callable(on_progress):
             raise InvalidConfigError(f"on_progress must be callable or None, got {type(on_progress).__name__}")
+        _check_partition_count("auto_create_partitions", auto_create_partitions)
         for name, value in (
             ("retention_check_interval_ms", retention_check_interval_ms),
             ("checkpoint_interval_ms", checkpoint_interval_ms),
@@ -308,6 +356,7 @@ class Engine:
                 "force_recovery": force_recovery,
                 "intervals": (retention_check_interval_ms, checkpoint_interval_ms, flush_check_interval_ms),
                 "follow": (follow, follow_interval_ms),
+                "auto_create": (auto_create_topics, auto_create_partitions),
             }
         )
 
@@ -322,10 +371,12 @@ class Engine:
         force_recovery: bool,
         intervals: tuple[int, int, int],
         follow: tuple[bool, int],
+        auto_create: tuple[bool, int],
     ) -> Engine:
         engine = cls(path, config, read_only=read_only)
         (engine.retention_check_interval_ms, engine.checkpoint_interval_ms,
          engine.flush_check_interval_ms) = intervals
+        engine.auto_create_topics, engine.auto_create_partitions = auto_create
         try:
             await engine._load(on_progress, force_recovery=force_recovery)
             if read_only:
@@ -832,7 +883,12 @@ class Engine:
         return dict(self._topic(topic).overrides)
 
     async def create_topic(
-        self, topic: str, partitions: int = 1, config: LogConfig | Mapping[str, Any] | None = None
+        self,
+        topic: str,
+        partitions: int = 1,
+        config: LogConfig | Mapping[str, Any] | None = None,
+        *,
+        exist_ok: bool = False,
     ) -> None:
         """Create ``topic`` with ``partitions`` partitions.
 
@@ -841,23 +897,32 @@ class Engine:
         engine's default config. The overrides are stored in each partition's
         ``topic.json``.
 
+        ``exist_ok=True`` returns quietly when the topic exists already *as asked
+        for*: with the same partition count and, when ``config`` is given, the
+        same effective config (``config=None`` accepts whatever config it has).
+        A topic that exists with another shape is still an error, so a service
+        never runs against a topic it did not expect.
+
         Raises:
             InvalidTopicError: an illegal topic name or partition count.
-            TopicExistsError: the topic exists already.
+            TopicExistsError: the topic exists already (with ``exist_ok=True``:
+                with another partition count or config; the message names both).
             InvalidConfigError: a config key or value is invalid.
         """
         self._check_writable()
         validate_topic(topic)
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise InvalidConfigError(f"partitions must be a positive int, got {partitions!r}")
-        validate_partition(partitions - 1)
+        _check_partition_count("partitions", partitions)
+        if not isinstance(exist_ok, bool):
+            raise InvalidConfigError(f"exist_ok must be a bool, got {type(exist_ok).__name__} {exist_ok!r}")
         effective, overrides = self._resolve_config(config)
         async with self._admin_lock:
             self._check_writable()
-            if topic in self._topics:
-                raise TopicExistsError(
-                    f"topic {topic!r} already exists with {self._topics[topic].partitions} partition(s)"
-                )
+            existing = self._topics.get(topic)
+            if existing is not None:
+                if exist_ok:
+                    _check_same_topic(existing, partitions, effective if config is not None else None)
+                    return
+                raise TopicExistsError(f"topic {topic!r} already exists with {existing.partitions} partition(s)")
             state = _Topic(topic, partitions, overrides, effective)
             self._topics[topic] = state
             try:
@@ -1043,6 +1108,43 @@ class Engine:
             raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}; create it with create_topic()")
         return plog
 
+    async def log_or_create(self, topic: str, partition: int = 0, *, partitions: int | None = None) -> PartitionLog:
+        """The ``PartitionLog`` of ``topic``'s partition ``partition``, creating the topic if it does not exist.
+
+        What a Kafka broker does for a producer or a metadata request when
+        ``auto.create.topics.enable`` is on, and what ``produce`` calls on an
+        engine opened with ``auto_create_topics=True``; callable on any
+        writable engine. A new topic gets ``partitions`` partitions (default:
+        the engine's ``auto_create_partitions``) and the engine's default
+        config. A topic that exists is used as it is, whatever its partition
+        count; concurrent callers create it once.
+
+        Raises:
+            InvalidTopicError: an illegal topic name.
+            UnknownTopicOrPartitionError: the topic exists (or was created)
+                without partition ``partition``.
+            ClosedError: the topic does not exist and the engine is read-only
+                or closed.
+            InvalidConfigError: ``partitions`` is not a positive int.
+        """
+        self._check_open()
+        await self._ensure_topic(topic, self.auto_create_partitions if partitions is None else partitions)
+        return self.log(topic, partition)
+
+    async def _ensure_topic(self, topic: str, partitions: int) -> None:
+        """Create ``topic`` unless it exists; return once all of its partitions are registered."""
+        if type(topic) is not str:  # an unhashable or non-str name must not reach the dict lookup
+            validate_topic(topic)
+        state = self._topics.get(topic)
+        if state is None:
+            with contextlib.suppress(TopicExistsError):  # a concurrent caller created it meanwhile: use it
+                await self.create_topic(topic, partitions)
+        elif (topic, state.partitions - 1) not in self._logs:
+            # A create_topic in flight registers the topic before its partitions (they are made in
+            # order): wait for it to finish rather than report a partition it is about to create.
+            async with self._admin_lock:
+                pass
+
     def logs(self) -> list[PartitionLog]:
         """Every partition log, sorted by topic and partition."""
         self._check_open()
@@ -1075,12 +1177,16 @@ class Engine:
         With a key, the partition is ``murmur2(key) % partitions`` (the same as a
         Kafka producer's); without one, partitions take turns. Concurrent
         ``produce`` calls to one partition are written together (group commit).
+        On an engine opened with ``auto_create_topics=True`` a missing topic is
+        created first (:meth:`log_or_create`).
 
         Raises:
             InvalidTopicError: an invalid topic name or partition number.
             UnknownTopicOrPartitionError: no such topic or partition.
             InvalidRecordError, RecordTooLargeError, StorageError: as ``PartitionLog.append``.
         """
+        if self.auto_create_topics:
+            await self._ensure_topic(topic, self.auto_create_partitions)
         state = self._topic(topic)
         given: object = headers  # callers may pass anything; check before trusting the annotation
         if isinstance(given, str | bytes) or not isinstance(given, Sequence):

@@ -28,14 +28,15 @@ from pathlib import Path
 import pytest
 
 from seglog.engine import LogConfig
-from seglog.engine import pytest_plugin as _engine_plugin
-from seglog.engine.pytest_plugin import seglog, seglog_config, seglog_dir
+from seglog.engine.pytest_plugin import (
+    pytest_pycollect_makeitem,  # the hook that marks coroutine tests using seglog_engine as asyncio tests
+    seglog,
+    seglog_config,
+    seglog_dir,
+    seglog_engine,
+)
 
-__all__ = ["seglog", "seglog_config", "seglog_dir", "seglog_kafka"]
-
-if hasattr(_engine_plugin, "seglog_engine"):  # defined when pytest-asyncio is installed
-    seglog_engine = _engine_plugin.seglog_engine
-    __all__ += ["seglog_engine"]
+__all__ = ["pytest_pycollect_makeitem", "seglog", "seglog_config", "seglog_dir", "seglog_engine", "seglog_kafka"]
 
 
 @pytest.fixture

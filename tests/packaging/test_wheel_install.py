@@ -7,16 +7,15 @@ case. These tests build the wheel from a copy of the tree (the ``seglog/``
 symlinks followed, as setuptools follows them), install it in a fresh virtual
 environment without system site-packages beside ``segments`` from PyPI, and run
 the ``seglog`` console script there. They need the network (PyPI, through pip's
-cache) and take about a minute: ``-m "not packaging"`` leaves them out.
+cache) and take about a minute: ``-m "not packaging"`` leaves them out. The wheel
+fixture (conftest.py) is shared with the user-project tests.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 import venv
 import zipfile
 from collections.abc import Iterator
@@ -26,14 +25,7 @@ import pytest
 
 import seglog
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.packaging, pytest.mark.slow]
-
-# Made by builds, installs and runs of the tree; never part of the distribution's sources.
-_NOT_SOURCES = shutil.ignore_patterns(
-    ".git", ".venv", "data", "reports", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache",
-    ".ruff_cache", ".pytest_cache", ".hypothesis", "*.so",
-)
 
 
 def _run(*argv: str | Path, cwd: Path | None = None, stdin: str | None = None,
@@ -43,17 +35,6 @@ def _run(*argv: str | Path, cwd: Path | None = None, stdin: str | None = None,
                           timeout=timeout, check=False)
     assert proc.returncode == 0, f"{' '.join(map(str, argv))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel, built by pip from a clean copy of the tree (as a user's ``pip install .`` builds it)."""
-    work = tmp_path_factory.mktemp("build")
-    src = work / "src"
-    shutil.copytree(ROOT, src, symlinks=True, ignore=_NOT_SOURCES)
-    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", work / "dist", src)
-    (built,) = (work / "dist").glob("seglog-*.whl")
-    return built
 
 
 @pytest.fixture(scope="module")

@@ -39,9 +39,10 @@ from seglog.tools._output import (
 )
 
 NOTES = """\
-Start: --from earliest (default), latest or an offset, or --from-time T (the
-earliest offset whose timestamp is >= T); with --group and no --from, the
-group's committed offset. Stop: the log end at start, --to-offset N
+Start: --from earliest (default), latest, an offset, or -N for the last N
+records of each partition (kcat's -o -N; fewer when a partition holds fewer),
+or --from-time T (the earliest offset whose timestamp is >= T); with --group
+and no --from, the group's committed offset. Stop: the log end at start, --to-offset N
 (exclusive), --to-time T (before the earliest offset whose timestamp is >= T),
 --max-messages N, or never with --follow (Ctrl-C ends it). Times are ISO 8601
 (UTC unless a zone is given) or epoch milliseconds. Output: --format text
@@ -59,6 +60,7 @@ def register(subparsers: Any) -> None:
         examples=[
             "seglog consume orders --log-dir data",
             "seglog consume orders --partition 0 --from 100 --max-messages 10 --format json",
+            "seglog consume orders --from -5 --print-metadata",
             "seglog consume orders --from-time 2026-11-22T10:00:00Z --to-time 2026-11-22T11:00:00Z --print-key",
             "seglog consume orders --group billing --follow",
         ],
@@ -68,7 +70,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--partition", "-p", type=int, action="append", metavar="P",
                    help="read only partition P (repeatable; default all)")
     start = p.add_mutually_exclusive_group()
-    start.add_argument("--from", dest="start", metavar="earliest|latest|OFFSET", help="where to start")
+    start.add_argument("--from", dest="start", metavar="earliest|latest|OFFSET|-N",
+                       help="where to start; -N: the last N records of each partition")
     start.add_argument("--from-time", type=time_arg, metavar="T", help="start at the first offset with timestamp >= T")
     end = p.add_mutually_exclusive_group()
     end.add_argument("--to-offset", type=offset_arg, metavar="N", help="stop before offset N")
@@ -131,16 +134,17 @@ def _resolve_start(args: argparse.Namespace, path: Path, partition: int, committ
     try:
         offset = int(spec)
     except ValueError:
-        raise UsageError(f"--from {spec!r}: use earliest, latest or an offset") from None
+        raise UsageError(f"--from {spec!r}: use earliest, latest, an offset, or -N for the last N records") from None
     if not INT64_MIN <= offset <= INT64_MAX:
         raise UsageError(f"--from {offset}: outside the range of an offset, [-2**63, 2**63-1]")
+    if spec.strip().startswith("-"):
+        # kcat's -o -N: N offsets back from the log end (-0 is the end), never below the log start.
+        return max(info.log_start_offset, info.log_end_offset + offset)
     if offset > info.log_end_offset:
         raise UsageError(
             f"--from {offset}: past the end of {args.topic}-{partition}, whose next offset is "
             f"{info.log_end_offset}; use an offset up to {info.log_end_offset}, or --from latest"
         )
-    if offset < 0:
-        raise UsageError(f"--from {offset}: offsets are not negative")
     return offset
 
 

@@ -1,10 +1,11 @@
-"""``seglog offsets TOPIC``: earliest, latest, max-timestamp or by-time offsets per partition (kafka-get-offsets).
+"""``seglog offsets [TOPIC]``: earliest, latest, max-timestamp or by-time offsets per partition (kafka-get-offsets).
 
 Answers with :func:`seglog.engine.inspect.offset_for_timestamp` (what
 ``PartitionLog.offset_for_timestamp`` answers, read from the files without a
 lock or mmap, so it is safe beside a live engine), with Kafka's ListOffsets
 sentinels: ``earliest`` (-2), ``latest`` (-1), ``max-timestamp`` (-3), or a
-time (the earliest offset whose timestamp is >= it).
+time (the earliest offset whose timestamp is >= it). Without a topic, every
+partition of every topic, as ``kafka-get-offsets`` without ``--topic``.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from seglog.tools._output import (
 
 NOTES = """\
 Output: one line per partition, TOPIC:PARTITION:OFFSET (kafka-get-offsets'
-format). For a time after every record's timestamp the offset is -1 (Kafka's
-"no such offset"; null in --json). --time takes earliest, latest,
+format), of TOPIC or, without one, of every topic (sorted; --partition then
+picks those partitions of each topic). For a time after every record's
+timestamp the offset is -1 (Kafka's "no such offset"; null in --json). --time takes earliest, latest,
 max-timestamp, Kafka's -2/-1/-3, ISO 8601 or epoch milliseconds."""
 
 SENTINELS = {"earliest": -2, "latest": -1, "max-timestamp": -3, "-2": -2, "-1": -1, "-3": -3}
@@ -40,15 +42,16 @@ def register(subparsers: Any) -> None:
         subparsers,
         "offsets",
         help="earliest, latest, max-timestamp or by-time offset of each partition (kafka-get-offsets)",
-        description="Print the offset of each partition of TOPIC for --time (default latest).",
+        description="Print the offset of each partition of TOPIC (default: every topic) for --time (default latest).",
         examples=[
             "seglog offsets orders --log-dir data",
+            "seglog offsets --log-dir data --json",
             "seglog offsets orders --time earliest",
             "seglog offsets orders --time 2026-11-22T10:00:00Z --json",
         ],
         notes=NOTES,
     )
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", nargs="?", help="the topic (default: every topic)")
     p.add_argument("--partition", "-p", type=int, action="append", metavar="P", help="only partition P (repeatable)")
     p.add_argument("--time", default="latest", metavar="T",
                    help="earliest, latest, max-timestamp, or a time (default latest)")
@@ -75,13 +78,17 @@ def time_spec(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     path: Path = log_dir_of(args)
     target = time_spec(args.time)
-    partitions = [p.partition for p in inspect.describe_log_dir(path, topic=args.topic).partitions]
-    if not partitions:
-        raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
+    found = sorted((p.topic, p.partition) for p in inspect.describe_log_dir(path, topic=args.topic).partitions)
+    if args.topic is not None:
+        if not found:
+            raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
+        wanted = [(args.topic, p) for p in args.partition] if args.partition else found
+    else:
+        wanted = [(t, p) for t, p in found if not args.partition or p in args.partition]
     rows = []
-    for p in args.partition or partitions:
-        hit = inspect.offset_for_timestamp(path, args.topic, p, target)
-        rows.append({"topic": args.topic, "partition": p, "offset": None if hit is None else hit.offset,
+    for topic, p in wanted:
+        hit = inspect.offset_for_timestamp(path, topic, p, target)
+        rows.append({"topic": topic, "partition": p, "offset": None if hit is None else hit.offset,
                      "timestamp": None if hit is None or hit.timestamp < 0 else hit.timestamp})
     if args.json:
         print_json(rows)

@@ -13,6 +13,7 @@ Must not import: ``seglog.tools.cli``; no pyspark import (plain values, testable
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -198,7 +199,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     if mode not in PUSHDOWN_MODES:
         raise OptionError(f"option timestampPushdown={mode!r}: use one of {', '.join(PUSHDOWN_MODES)}")
     return ReadOptions(
-        path=path,
+        # Resolved where the query is planned (the driver), as Spark's file sources do: an executor of a
+        # cluster (local-cluster included) runs in a working directory of its own.
+        path=os.path.abspath(path),
         topics=topics,
         pattern=pattern,
         starting=_offset_spec(options, "starting", LATEST if streaming else EARLIEST),

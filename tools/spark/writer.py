@@ -172,7 +172,7 @@ class SeglogWriter(DataSourceArrowWriter):
             raise OptionError(f"option partitions={options.get('partitions')!r} is not an integer") from None
         if self.new_partitions < 1:
             raise OptionError(f"option partitions={self.new_partitions} must be at least 1")
-        self.path = str(path)
+        self.path = os.path.abspath(path)  # resolved on the driver: executors run in a directory of their own
         self.overwrite = overwrite
         self.job = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
         counts: dict[str, int] = {}
