@@ -1,5 +1,6 @@
-"""A cancelled Engine.close() marks the engine closed without closing partitions or releasing
-the directory lock; a second close() (documented as safe) is then a no-op."""
+"""Engine.close() cancelled part-way is finished by the next close(): every partition is closed and
+the directory lock released (a cancelled close used to mark the engine closed, so the second close
+returned at once and left both behind)."""
 import asyncio
 import contextlib
 import gc
@@ -9,7 +10,7 @@ from pathlib import Path
 from seglog.engine import Engine, Record, errors
 
 
-async def test_close_after_cancelled_close_releases_lock(tmp_path: Path) -> None:
+async def test_a_close_after_a_cancelled_close_closes_every_partition_and_releases_the_lock(tmp_path: Path) -> None:
     engine = await Engine.open(tmp_path)
     await engine.create_topic("t", partitions=2)
     await engine.log("t", 0).append([Record(b"x")])

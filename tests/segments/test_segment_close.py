@@ -1,5 +1,5 @@
-"""Closing from a worker thread never races a read on the loop (review finding: a loop read could
-use a descriptor that a worker thread had just closed, and the OS may reuse the number)."""
+"""Closing from a worker thread never races a read on the loop: a read on the loop never uses a
+descriptor a worker thread has closed (the OS may already have given its number to another file)."""
 
 from __future__ import annotations
 

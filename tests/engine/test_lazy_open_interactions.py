@@ -1,4 +1,5 @@
-"""Regression tests from the review of the lazy clean open (cffbf0e, d949026); each failed before its fix."""
+"""The lazy clean open beside other work: topic deletion, cancelled first uses, retention, and a clean
+shutdown record too large to read. Each test failed before its fix."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ async def fill(root: Path, topic: str = "t", partitions: int = 2, segments: int 
             await log.append([Record(b"last", timestamp=5000)])
 
 
-async def test_a_read_racing_delete_topic_raises_closed_not_keyerror(tmp_path: Path) -> None:
+async def test_a_read_racing_delete_topic_raises_a_seglog_error(tmp_path: Path) -> None:
     # delete_topic pops the topic from Engine._topics before it closes each partition; a first use of a
     # partition not closed yet then reaches Engine._open_unopened, which looks the topic up: KeyError.
     await fill(tmp_path)
@@ -60,7 +61,7 @@ async def test_a_failed_open_whose_callers_were_all_cancelled_is_retried_by_the_
         assert got.records[0].offset == 1
 
 
-async def test_one_partition_that_cannot_be_opened_stops_retention_of_every_later_partition(
+async def test_a_partition_that_cannot_be_opened_does_not_stop_retention_of_the_others(
     tmp_path: Path,
 ) -> None:
     # Eagerly, a partition whose files are broken failed Engine.open. Lazily the engine opens, and the
@@ -76,7 +77,7 @@ async def test_one_partition_that_cannot_be_opened_stops_retention_of_every_late
         assert engine.log("b", 0).segment_count == 1  # ... b-0's old segments must be deleted anyway
 
 
-async def test_the_background_retention_pass_opens_every_partition(tmp_path: Path) -> None:
+async def test_the_background_retention_pass_opens_no_partition_it_has_nothing_to_do_for(tmp_path: Path) -> None:
     # OPERATIONS.md §3: "a seglog engine that serves a few of many partitions never pays for the rest".
     # The retention tick (every 5 minutes by default) calls retention_plan on every partition, which
     # opens its files, even with retention switched off: after one tick every partition holds its fds.
@@ -89,7 +90,7 @@ async def test_the_background_retention_pass_opens_every_partition(tmp_path: Pat
         assert len(engine.logs()) == 4
 
 
-async def test_a_clean_close_writes_a_record_the_next_open_cannot_read(
+async def test_a_clean_shutdown_record_too_large_to_read_falls_back_to_an_eager_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The record grows with the number of SEGMENTS (every base offset), the checkpoints with the number

@@ -1,6 +1,6 @@
-"""Cancelling PartitionLog.close() while the writer is mid-write used to cancel the writer task
-(asyncio.gather cancels its children): the batch reached the file but the log end offset did not
-move, so the next append reused offsets and failed with a bare ValueError."""
+"""A cancelled PartitionLog.close() never cancels the write in flight: the batch is acknowledged and
+the log end offset moves past it (cancelling the writer task through asyncio.gather used to leave a
+batch in the file below the log end, so the next append reused its offsets)."""
 import asyncio
 import time
 from pathlib import Path
@@ -18,7 +18,7 @@ class SlowWrites(FileOps):
         return super().pwritev(fd, buffers, position)
 
 
-async def test_cancelled_close_keeps_log_end_consistent(tmp_path: Path) -> None:
+async def test_a_cancelled_close_lets_the_write_in_flight_finish_and_move_the_log_end(tmp_path: Path) -> None:
     ops = SlowWrites()
     with use_ops(ops):
         async with Engine.open(tmp_path) as engine:

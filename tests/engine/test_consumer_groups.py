@@ -1,7 +1,11 @@
-"""delete_topic's GroupOffsets.forget_topic iterates a snapshot of group ids but reads
-self._offsets[group] after awaiting another group's file write: a delete_group() that runs
-meanwhile makes delete_topic fail with a bare KeyError (not SeglogError), skipping the
-checkpoint write."""
+"""Consumer-group offsets beside topic and group deletion, and the longest group ids.
+
+* delete_topic forgets the topic in every group's offsets while another group is deleted
+  concurrently, and raises nothing but a SeglogError (it used to read a group's offsets after
+  awaiting another group's file write, and fail with a bare KeyError when that group was gone);
+* every group id the API accepts can commit: the group file name (the id in base64, 4/3 longer)
+  stays within NAME_MAX (an id over ~185 bytes used to fail with ENAMETOOLONG).
+"""
 import asyncio
 import threading
 import time
@@ -23,7 +27,7 @@ class SlowGroupWrite(FileOps):
         super().replace(src, dst)
 
 
-async def test_delete_topic_concurrent_delete_group(tmp_path: Path) -> None:
+async def test_delete_topic_beside_a_concurrent_delete_group_raises_no_foreign_error(tmp_path: Path) -> None:
     ops = SlowGroupWrite()
     with use_ops(ops):
         async with Engine.open(tmp_path) as engine:
@@ -41,3 +45,11 @@ async def test_delete_topic_concurrent_delete_group(tmp_path: Path) -> None:
             except Exception as exc:
                 raise AssertionError(f"delete_topic raised a non-SeglogError: {exc!r}") from exc
             assert engine.topics() == []
+
+
+async def test_the_longest_valid_group_id_can_commit(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t")
+        group = "g" * 200  # accepted by validate_group (max 255)
+        await engine.commit_offset(group, "t", 0, 5)
+        assert await engine.committed(group, "t", 0) == 5

@@ -1,8 +1,7 @@
-"""A segment whose index fails its check is rebuilt lazily, in an executor thread, by whoever
-loads it first -- readers do not take the partition lock and LogSegment._load_indexes has no
-"loading" guard, so several concurrent reads of a sealed segment each run _rebuild_indexes
-(reset + append) on the same mmapped indexes at once: reads fail with InvalidOffsetError
-("a corrupt index is rebuilt, never fatal"). Timing-dependent; the test retries a few times."""
+"""A segment whose index fails its check is rebuilt lazily, in an executor thread, by whoever loads it
+first; concurrent reads of that segment share one rebuild and all succeed ("a corrupt index is rebuilt,
+never fatal"). Readers do not take the partition lock, and several of them used to run the rebuild
+(reset + append) on the same mmapped indexes at once: reads failed with InvalidOffsetError."""
 import asyncio
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from seglog.engine import Engine, LogConfig, PartitionLog, Record
 CONFIG = LogConfig(index_interval_bytes=64, segment_index_bytes=1 << 20, segment_bytes=1 << 19)
 
 
-async def test_concurrent_reads_of_segment_with_corrupt_index(tmp_path: Path) -> None:
+async def test_concurrent_reads_of_a_segment_with_a_corrupt_index_all_succeed(tmp_path: Path) -> None:
     async with Engine.open(tmp_path, CONFIG) as engine:
         await engine.create_topic("t")
         log = engine.log("t")

@@ -1,6 +1,7 @@
-"""When the writer task was cancelled (a cancelled PartitionLog.close() cancelled it through
-asyncio.gather), _write_pending's finally failed every queued append with ClosedError but left
-them queued; the next writer wrote them anyway, so a producer told "closed" got its record twice."""
+"""Appends queued when a PartitionLog.close() is cancelled are written once and acknowledged; an
+append reported as failed is never written later. (A cancelled close used to cancel the writer,
+which failed every queued append with ClosedError but left them queued: the next writer wrote them
+anyway, so a producer told "closed" got its record in the log.)"""
 import asyncio
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ class SlowSync(FileOps):
         super().fdatasync(fd)
 
 
-async def test_failed_append_is_not_written_later(tmp_path: Path) -> None:
+async def test_appends_queued_behind_a_cancelled_close_are_written_once_and_acknowledged(tmp_path: Path) -> None:
     ops = SlowSync()
     with use_ops(ops):
         async with Engine.open(tmp_path, LogConfig()) as engine:

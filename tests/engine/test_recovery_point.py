@@ -1,5 +1,6 @@
-"""flush_messages=N: an fsync'd append into a new segment moves the recovery point over the
-sealed segment's unflushed tail, and the background flush of that segment is then skipped."""
+"""flush_messages=N: the recovery point never claims an offset that is not fsynced, across a roll. (An
+fsync'd append into a new segment used to move the recovery point over the sealed segment's unflushed
+tail, and the background flush of that segment was then skipped.)"""
 from pathlib import Path
 
 from seglog.engine import Engine, LogConfig, Record
@@ -7,7 +8,7 @@ from seglog.segments.faults import PowerLossOps
 from seglog.segments.fileio import use_ops
 
 
-async def test_recovery_point_claims_unsynced_sealed_segment(tmp_path: Path) -> None:
+async def test_the_recovery_point_never_passes_unsynced_data_of_a_rolled_segment(tmp_path: Path) -> None:
     ops = PowerLossOps()
     config = LogConfig(flush_messages=3, segment_bytes=300, segment_index_bytes=240, index_interval_bytes=4096)
     with use_ops(ops):

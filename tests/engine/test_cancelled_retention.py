@@ -1,6 +1,7 @@
 """A retention pass cancelled while a segment is being renamed to .deleted (e.g. the background
-retention task cancelled by Engine.close) has already removed the segment from the partition
-but never registers it for deletion: its files stay open and *.deleted files survive close()."""
+retention task cancelled by Engine.close) still deletes that segment: no file of it stays open and
+no *.deleted file survives close() (the segment used to be dropped from the partition without being
+registered for deletion)."""
 import asyncio
 import gc
 import time
@@ -18,7 +19,7 @@ class SlowRename(FileOps):
         super().replace(src, dst)
 
 
-async def test_cancelled_retention_does_not_leak(tmp_path: Path) -> None:
+async def test_a_cancelled_retention_pass_deletes_the_segments_it_took_out(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=300, segment_index_bytes=240, retention_bytes=1)
     with use_ops(SlowRename()):
         engine = await Engine.open(tmp_path, config)

@@ -1,7 +1,9 @@
-"""Regression tests from the review of 8f67138 (prepare_ahead) and a2bf9a4 (append thread pool).
+"""The follow-up work of an append (its worker thread runs the indexes' prepare_ahead after the write).
 
-Each failed on the reviewed code: prepare_ahead wrote outside the index lock from a snapshot, and a
-BaseException from an append's follow-up work failed an append whose bytes were already written.
+prepare_ahead writes the bytes after an index's last entry under the index lock, so a rebuild, a trim
+or a close that runs meanwhile is never undone by it (it used to write outside the lock from a
+snapshot); and whatever the follow-up raises, an append whose bytes are written succeeds (a
+BaseException there used to fail an append whose bytes stayed in the file).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def _prepare_in_thread(index: AbstractIndex[Any], monkeypatch: pytest.MonkeyPatc
     return gated, worker
 
 
-def test_prepare_ahead_zeroes_entries_of_a_rebuild_that_ran_meanwhile(
+def test_prepare_ahead_never_zeroes_entries_a_concurrent_rebuild_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The index claims thread safety (one RLock per method), but prepare_ahead writes outside the lock
@@ -79,7 +81,9 @@ def test_prepare_ahead_zeroes_entries_of_a_rebuild_that_ran_meanwhile(
         index.close()
 
 
-def test_prepare_ahead_regrows_an_index_trimmed_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prepare_ahead_never_regrows_an_index_trimmed_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The generation check only voids `_prepared`; the pwrite computed before the trim (roll or
     # close) still lands past the new end of file and extends it with 64 KiB of zeros. Reopened,
     # an existing index is taken as full of valid entries (Kafka's rule): 8,000+ zero "entries".
@@ -143,7 +147,7 @@ async def test_a_base_exception_in_the_follow_up_work_does_not_fail_a_written_ap
         await reopened.close()
 
 
-async def test_engine_an_append_whose_follow_up_work_fails_is_acknowledged_and_kept(
+async def test_an_engine_append_whose_follow_up_work_fails_is_acknowledged_and_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The same through the engine: the writer used to hand the BaseException to the caller (the
@@ -170,7 +174,7 @@ async def test_engine_an_append_whose_follow_up_work_fails_is_acknowledged_and_k
         assert log.log_end_offset == 3
 
 
-async def test_segment_close_during_an_append_leaves_a_zero_tail_on_the_index(
+async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # LogSegment.close() while an append is in flight: close_in_thread trims both indexes while the

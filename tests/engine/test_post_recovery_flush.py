@@ -1,6 +1,6 @@
 """Engine.open after a crash: recovery, then an fsync of the recovered bytes (PartitionLog.flush). A
-cancellation or a failed fsync at that point left the partition's files open: the PartitionLog was
-neither in the engine's logs (so the abort path did not close it) nor closed (found in review)."""
+cancellation or a failed fsync at that point closes the partition's files. (They used to stay open:
+the PartitionLog was neither in the engine's logs, so the abort path did not close it, nor closed.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Engine.open() cancelled while a partition's segments are being opened in the executor
-(_load_partition's in_thread(open_segments) is not run_to_completion): the thread finishes,
-its LogSegments (open descriptors) are returned to nobody and never closed."""
+"""Engine.open() cancelled while a partition's segments are being opened in the executor closes
+what that executor hop opened (its LogSegments used to be returned to nobody, their descriptors open)."""
 import asyncio
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ class SlowOpen(FileOps):
         return super().open(path, flags, mode)
 
 
-async def test_cancelled_open_closes_what_it_opened(tmp_path: Path) -> None:
+async def test_a_cancelled_open_closes_what_it_opened(tmp_path: Path) -> None:
     ops = SlowOpen()
     with use_ops(ops):
         async with Engine.open(tmp_path) as engine:
