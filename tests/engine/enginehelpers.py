@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from seglog.engine import PartitionLog, Record
@@ -38,3 +41,16 @@ def break_first_segment(partition_dir: Path) -> Path:
     bad.unlink()
     bad.mkdir()
     return bad
+
+
+async def reach(condition: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
+    """Let the loop run until ``condition()`` holds; fail the test, naming ``what``, if it never does.
+
+    For a state a task reaches without signalling it (a close waiting for the writer): the test
+    goes on once the state is there, however slow the machine, and fails if it never comes.
+    """
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {within_s} s: {what}")
+        await asyncio.sleep(0.001)

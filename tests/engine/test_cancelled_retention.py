@@ -4,34 +4,32 @@ no *.deleted file survives close() (the segment used to be dropped from the part
 registered for deletion)."""
 import asyncio
 import gc
-import time
 import warnings
 from pathlib import Path
 
 from seglog.engine import Engine, LogConfig, Record
-from seglog.segments.fileio import FileOps, use_ops
-
-
-class SlowRename(FileOps):
-    def replace(self, src: str, dst: str) -> None:
-        if dst.endswith(".deleted"):
-            time.sleep(0.2)
-        super().replace(src, dst)
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import use_ops
 
 
 async def test_a_cancelled_retention_pass_deletes_the_segments_it_took_out(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=300, segment_index_bytes=240, retention_bytes=1)
-    with use_ops(SlowRename()):
+    with GatedOps() as ops, use_ops(ops):
         engine = await Engine.open(tmp_path, config)
         await engine.create_topic("t")
         log = engine.log("t")
         for i in range(6):
             await log.append([Record(b"v%03d" % i * 10)])
         assert log.segment_count >= 3
+        segments_before = log.segment_count
+        rename = ops.gate("replace", path_contains=".deleted")
         task = asyncio.create_task(engine.enforce_retention())
-        await asyncio.sleep(0.05)  # inside the rename of the first segment
+        await rename.reached()  # inside the rename of the first segment to .deleted
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        rename.release()
+        (outcome,) = await asyncio.gather(task, return_exceptions=True)
+        assert isinstance(outcome, asyncio.CancelledError), f"the retention pass was not cancelled: {outcome!r}"
+        assert log.segment_count < segments_before, "the segment being renamed is out of the partition"
         await engine.close()
     left = sorted(p.name for p in (tmp_path / "t-0").iterdir() if p.name.endswith(".deleted"))
     with warnings.catch_warnings():

@@ -7,37 +7,25 @@
   stays within NAME_MAX (an id over ~185 bytes used to fail with ENAMETOOLONG).
 """
 import asyncio
-import threading
-import time
 from pathlib import Path
 
 from seglog.engine import Engine, errors
-from seglog.segments.fileio import FileOps, use_ops
-
-
-class SlowGroupWrite(FileOps):
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.armed = False
-
-    def replace(self, src: str, dst: str) -> None:
-        if self.armed and "consumer-offsets" in dst:
-            self.entered.set()
-            time.sleep(0.2)
-        super().replace(src, dst)
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import use_ops
 
 
 async def test_delete_topic_beside_a_concurrent_delete_group_raises_no_foreign_error(tmp_path: Path) -> None:
-    ops = SlowGroupWrite()
-    with use_ops(ops):
+    with GatedOps() as ops, use_ops(ops):
         async with Engine.open(tmp_path) as engine:
             await engine.create_topic("t")
             await engine.commit_offset("a", "t", 0, 1)
             await engine.commit_offset("b", "t", 0, 1)
-            ops.armed = True
+            write_a = ops.gate("replace", path_contains="consumer-offsets")  # group "a"'s file, written first
             deleting = asyncio.create_task(engine.delete_topic("t"))
-            await asyncio.to_thread(ops.entered.wait, 5)
+            await write_a.reached()
             await engine.delete_group("b")  # a different group: not serialised with group "a"'s write
+            assert not deleting.done()
+            write_a.release()
             try:
                 await deleting
             except errors.SeglogError:
@@ -45,6 +33,7 @@ async def test_delete_topic_beside_a_concurrent_delete_group_raises_no_foreign_e
             except Exception as exc:
                 raise AssertionError(f"delete_topic raised a non-SeglogError: {exc!r}") from exc
             assert engine.topics() == []
+            assert engine.groups() == ["a"] and engine.group_offsets("a") == {}
 
 
 async def test_the_longest_valid_group_id_can_commit(tmp_path: Path) -> None:

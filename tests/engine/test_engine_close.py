@@ -7,43 +7,33 @@
   file behind (close used to snapshot the partitions and miss those created after it started).
 """
 import asyncio
-import time
 from pathlib import Path
 
-from enginehelpers import open_log_files_under
+from enginehelpers import open_log_files_under, reach
 
 from seglog.engine import Engine, Record, errors
-from seglog.segments.faults import PowerLossOps
+from seglog.segments.faults import GatedOps, PowerLossOps
 from seglog.segments.fileio import use_ops
 
 
-class SlowPowerLoss(PowerLossOps):
-    slow = False
-
-    def pwritev(self, fd, buffers, position):  # type: ignore[override]
-        if self.slow:
-            time.sleep(0.1)
-        return super().pwritev(fd, buffers, position)
-
-
 async def test_close_fsyncs_every_append_it_acknowledged_and_refuses_later_ones(tmp_path: Path) -> None:
-    ops = SlowPowerLoss()
-    with use_ops(ops):
+    power = PowerLossOps()
+    with GatedOps(power) as ops, use_ops(ops):
         engine = await Engine.open(tmp_path)
         await engine.create_topic("t")
         log = engine.log("t")
-        ops.slow = True
+        write = ops.gate("pwritev", path_contains=".log")
         a = asyncio.create_task(log.append([Record(b"A")]))
-        await asyncio.sleep(0.02)  # the writer is writing A (holding the lock)
+        await write.reached()  # the writer is writing A, holding the partition lock
         closing = asyncio.create_task(engine.close())
-        await asyncio.sleep(0.01)  # close() is waiting for the lock to flush
+        await reach(lambda: log._closing, "the engine's close() reached the partition")
         b = asyncio.create_task(log.append([Record(b"B")]))
+        write.release()
         results = await asyncio.gather(a, b, closing, return_exceptions=True)
-        ops.slow = False
         # A closing log takes no new append; what it acknowledged is fsynced before close returns.
         assert isinstance(results[1], errors.ClosedError), results
         acked = results[0].first_offset
-        ops.power_fail()
+        power.power_fail()
     async with Engine.open(tmp_path) as engine:
         log = engine.log("t")
         assert log.log_end_offset == acked + 1, (
@@ -53,12 +43,17 @@ async def test_close_fsyncs_every_append_it_acknowledged_and_refuses_later_ones(
 
 
 async def test_close_waits_for_a_create_topic_in_flight(tmp_path: Path) -> None:
-    engine = await Engine.open(tmp_path)
-    creating = asyncio.create_task(engine.create_topic("t", partitions=4))
-    await asyncio.sleep(0)  # create_topic is inside its first executor hop
-    await engine.close()
-    await asyncio.gather(creating, return_exceptions=True)
-    leaked = open_log_files_under(tmp_path)
+    with GatedOps() as ops, use_ops(ops):
+        engine = await Engine.open(tmp_path)
+        second = ops.gate("open", path_contains=".log", after=1)  # partition 0 exists, 1 is being created
+        creating = asyncio.create_task(engine.create_topic("t", partitions=4))
+        await second.reached()
+        closing = asyncio.create_task(engine.close())
+        await reach(lambda: engine._closing, "close() started")
+        second.release()
+        results = await asyncio.gather(creating, closing, return_exceptions=True)
+        leaked = open_log_files_under(tmp_path)
     for plog in list(engine._logs.values()):  # clean up so teardown does not add noise
         await plog.close()
+    assert results == [None, None], results
     assert not leaked, f"segment files still open after Engine.close(): {leaked}"

@@ -8,10 +8,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from seghelpers import batch
+from seghelpers import batch, wait_until
 
 from seglog.indexes.errors import ClosedError
-from seglog.segments.fileio import FileOps, in_thread
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import in_thread
 from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=4096, index_interval_bytes=1 << 30, roll_jitter_ms=0, now_ms=0)
@@ -29,49 +30,33 @@ async def test_begin_close_on_the_loop_refuses_reads_before_the_files_close(tmp_
     await seg.close()
 
 
-class _ReadGate(FileOps):
-    """Holds a cached read on the loop until a worker thread is trying to close the file."""
-
-    def __init__(self) -> None:
-        self.hold = False
-        self.closing = threading.Event()
-        self.closed_fd_while_reading = False
-        self.reading = False
-
-    def preadv_nowait(self, fd: int, buf: bytearray, position: int) -> int:
-        if self.hold:
-            self.hold = False
-            self.reading = True
-            self.closing.wait(2)  # the close below has started in its thread
-            got = super().preadv_nowait(fd, buf, position)
-            self.reading = False
-            return got
-        return super().preadv_nowait(fd, buf, position)
-
-    def close(self, fd: int) -> None:
-        self.closed_fd_while_reading |= self.reading
-        super().close(fd)
-
-
 async def test_a_close_in_a_thread_waits_for_a_read_on_the_loop(tmp_path: Path) -> None:
-    ops = _ReadGate()
+    # The interleaving is forced: the read is on the loop, inside its page-cache pread (its file is
+    # busy), when a worker thread starts closing the segment; the read waits there until the closer
+    # is waiting for it, or has (wrongly) closed the descriptor under it.
+    ops = GatedOps()
     seg = await LogSegment.open(tmp_path, 0, ops=ops, **KW)  # type: ignore[arg-type]
     await seg.append([batch(0, "hello")])
-    await seg.read(0, 1000)  # indexes loaded
-    loop = asyncio.get_running_loop()
+    await seg.read(0, 1000)  # indexes loaded: the next read's only file access is the .log pread
+    closer = threading.Thread(target=seg.close_in_thread)
+    closed_during_read: list[bool] = []
 
-    def close_soon() -> None:
-        ops.closing.set()
-        seg.close_in_thread()
+    def close_while_reading() -> None:
+        closer.start()
+        # The closer waits for the read in flight (its condition variable exists), or it closed the
+        # file without waiting (the bug): whichever happens first, the race was run.
+        wait_until(lambda: seg._log._idle is not None or close.entered.is_set())
+        closed_during_read.append(close.entered.is_set())
 
-    ops.hold = True
-    loop.call_soon(lambda: loop.run_in_executor(None, close_soon))
-    await asyncio.sleep(0)  # the executor job is submitted; the next read blocks until it runs
-    data = await seg.read(0, 1000)
+    close = ops.gate("close", path_contains=".log", hold=False)
+    read = ops.gate("preadv_nowait", path_contains=".log", hold=False, on_enter=close_while_reading)
+    try:
+        data = await seg.read(0, 1000)
+        await read.passed()
+        await asyncio.to_thread(closer.join, 30)
+    finally:
+        ops.release_all()
+    assert closed_during_read == [False], "the descriptor was closed while a read on the loop was using it"
     assert data is not None and bytes(data.data[:8]) == bytes(8)  # base offset 0: our own bytes
-    for _ in range(200):
-        if seg._log.closed and seg.closed:
-            break
-        await asyncio.sleep(0.01)
-    assert not ops.closed_fd_while_reading
+    assert close.entered.is_set() and seg.closed and seg._log.closed
     await seg.close()
