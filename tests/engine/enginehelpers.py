@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from seglog.engine import PartitionLog, Record
+from seglog.engine import AppendResult, PartitionLog, Record
+from seglog.segments.faults import GatedOps
 
 
 async def read_all(log: PartitionLog, max_bytes: int = 1 << 20) -> list[Record]:
@@ -54,3 +56,21 @@ async def reach(condition: Callable[[], bool], what: str, within_s: float = 30.0
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached within {within_s} s: {what}")
         await asyncio.sleep(0.001)
+
+
+@contextlib.asynccontextmanager
+async def writer_held(log: PartitionLog, ops: GatedOps) -> AsyncIterator[asyncio.Future[AppendResult]]:
+    """Inside the block, ``log``'s writer is stuck in the pwritev of one append (``b"blocker"``).
+
+    Appends made inside the block stay queued behind it, neither taken by the writer nor encoded
+    nor written, until the block ends (it then waits for the blocker's result). ``ops`` must be
+    the FileOps the partition's active segment was opened with (``use_ops`` around the engine).
+    """
+    writing = ops.gate("pwritev", path_contains=".log")
+    blocker = asyncio.ensure_future(log.append([Record(b"blocker")]))
+    try:
+        await writing.reached()
+        yield blocker
+    finally:
+        writing.release()
+        await blocker
