@@ -10,6 +10,7 @@ import threading
 
 from seghelpers import batch
 
+from seglog.segments.faults import Signal
 from seglog.segments.fileio import FileOps
 from seglog.segments.segment import LogSegment
 
@@ -21,12 +22,14 @@ class NotCached(FileOps):
 
 class DelayingExecutor(concurrent.futures.ThreadPoolExecutor):
     hold = None
+    held = Signal()               # raised when a job is held
     def submit(self, fn, /, *args, **kwargs):
         hold, self.hold = self.hold, None
         if hold is None:
             return super().submit(fn, *args, **kwargs)
         def delayed():
-            hold.wait(5)          # queued behind other jobs
+            self.held.set()
+            hold.wait(60)         # queued behind other jobs
             return fn(*args, **kwargs)
         return super().submit(delayed)
 
@@ -41,11 +44,12 @@ async def test_read_next_offset_during_an_append_returns_the_end_before_or_after
     hold = threading.Event()
     ex.hold = hold
     reader = asyncio.ensure_future(seg.read_next_offset())
-    await asyncio.sleep(0.05)     # reader captured `end`, its thread job is queued
-    await seg.append([batch(10, "w"), batch(11, "w")])
-    hold.set()
-    got = await reader
     try:
+        assert await ex.held.wait_async(60), "the reader's thread job never came"  # it captured `end`
+        await seg.append([batch(10, "w"), batch(11, "w")])
+        hold.set()
+        got = await reader
         assert got in (10, 12), f"read_next_offset returned {got}"
     finally:
+        hold.set()
         await seg.close()
