@@ -61,7 +61,7 @@ test: lint typecheck pytest pytest-pure
 test-fast: PYTEST_ARGS = -m "not spark and not packaging"
 test-fast: lint typecheck pytest
 
-# The non-Spark suites (pytest, then pytest-pure) RUNS times while one spinning process per core keeps
+# pytest (not spark, not packaging), then pytest-pure, RUNS times while one spinning process per core keeps
 # every core busy; lists every test that failed at least once and fails if any did. A race test that
 # only passes on an idle machine shows up here. PYTEST_ARGS narrows it: make stress RUNS=20 PYTEST_ARGS=tests/segments
 RUNS ?= 5
