@@ -11,7 +11,7 @@ Files (see docs/FORMAT.md and docs/OPERATIONS.md)::
     <log_dir>/.clean-shutdown                    written on clean close, removed on open
     <log_dir>/recovery-point-offset-checkpoint   Kafka's checkpoint format
     <log_dir>/log-start-offset-checkpoint
-    <log_dir>/consumer-offsets/<group>.json      committed offsets, one file per group
+    <log_dir>/consumer-offsets/offsets.log       the group store: committed offsets, group membership
     <log_dir>/<topic>-<partition>/topic.json     the topic's partition count and config overrides
     <log_dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex|.txnindex
 
@@ -60,7 +60,7 @@ from seglog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.engine.follow import DEFAULT_FOLLOW_INTERVAL_MS, Follower, start_following_in_thread
-from seglog.engine.groups import GroupOffsets
+from seglog.engine.groups import GROUPS_DIR, GroupStore
 from seglog.engine.log import PartitionLog, log_task_failure
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
 from seglog.engine.partitioner import KeyPartitioner
@@ -256,7 +256,7 @@ class Engine:
         self._lock_handle: _fs.DirLock | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._partitioner = KeyPartitioner()
-        self._groups = GroupOffsets(path / "consumer-offsets", read_only=read_only)
+        self._groups = GroupStore(path / GROUPS_DIR, read_only=read_only)
         self._closed = False
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
@@ -854,6 +854,8 @@ class Engine:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self._groups.close()
         if self._lock_handle is not None:
             await self._lock_handle.release()
             self._lock_handle = None
@@ -1424,6 +1426,10 @@ class Engine:
                 return True
 
         clean = all(await asyncio.gather(*(close_one(p) for p in list(self._logs.values()))))
+        try:
+            await self._groups.close()  # the commits already queued are written first
+        except SeglogError as exc:
+            log.error("consumer-group store: close failed: %s", exc)
         for segment in list(self._doomed):
             try:
                 await self._remove_segment(segment)

@@ -40,7 +40,7 @@ from seglog.engine._fs import CLEAN_SHUTDOWN_FILE, TOPIC_FILE
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, parse_checkpoint
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import CorruptionError, InvalidConfigError, StorageError, UnknownTopicOrPartitionError
-from seglog.engine.groups import decode_group_file, group_from_file_name, is_group_file_name
+from seglog.engine.groups import GROUPS_DIR, StoreImage, read_store
 from seglog.engine.names import parse_partition_dir, partition_dir_name, validate_topic
 from seglog.indexes.offset_index import OFFSET_ENTRY, OffsetPosition
 from seglog.indexes.search import largest_lower_bound
@@ -92,6 +92,7 @@ __all__ = [
     "explain_offset",
     "explain_timestamp",
     "group_offsets",
+    "group_store",
     "index_sanity_check",
     "list_segments",
     "max_batch_bytes_for",
@@ -114,7 +115,6 @@ INDEX_SUFFIXES: Final = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 FILE_NAME_DIGITS: Final = 20  # base offset, zero-padded (Kafka's LogFileUtils)
 # Suffixes a segment file carries while it waits for deletion or a swap (Kafka's).
 PENDING_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
-GROUPS_DIR: Final = "consumer-offsets"
 
 # 8 MiB per pread: the copy dwarfs the syscall's cost,
 # while a verifier walking a 1 GiB segment holds one chunk, not the file.
@@ -147,7 +147,7 @@ class Check(enum.StrEnum):
     FILE_NAME = "file-name"  # a segment file whose name is not a 20-digit base offset
     TOPIC_FILE = "topic-file"  # <topic>-<p>/topic.json
     CHECKPOINT = "checkpoint"  # recovery-point / log-start-offset checkpoint files
-    GROUP_FILE = "group-file"  # consumer-offsets/<group>.json
+    GROUP_FILE = "group-file"  # consumer-offsets/offsets.log (and the older <group>.json files)
     BATCH = "batch"  # an invalid batch (magic, length, CRC, offsets): it and all after it would be cut
     TORN_TAIL = "torn-tail"  # the last batch (or its header) is cut short: a torn write
     ZERO_TAIL = "zero-tail"  # preallocated zero bytes after the last batch
@@ -1026,21 +1026,11 @@ def _partition_dirs(log_dir: Path) -> list[tuple[tuple[str, int], Path]]:
 
 
 def _groups(log_dir: Path) -> list[str]:
-    gdir = log_dir / GROUPS_DIR
-    if not gdir.is_dir():
-        return []
-    groups = []
-    for name in _list_dir(gdir):
-        if not is_group_file_name(name):
-            continue
-        try:
-            groups.append(decode_group_file((gdir / name).read_bytes())[0])
-        except (OSError, ValueError, TypeError, KeyError):
-            # Unreadable (verify reports it; the engine skips it): name it from its file name if it can.
-            fallback = group_from_file_name(name)
-            if fallback is not None:
-                groups.append(fallback)
-    return sorted(groups)
+    try:
+        image = read_store(log_dir)
+    except StorageError:
+        return []  # verify reports it
+    return sorted(image.offsets)
 
 
 def describe_log_dir(log_dir: str | os.PathLike[str], *, topic: str | None = None) -> LogDirInfo:
@@ -1326,18 +1316,16 @@ def _verify_checkpoints(v: _Verifier, root: Path, ranges: dict[tuple[str, int], 
 
 
 def _verify_groups(v: _Verifier, root: Path) -> None:
-    gdir = root / GROUPS_DIR
-    if not gdir.is_dir():
+    path = root / GROUPS_DIR
+    try:
+        image = read_store(root)
+    except StorageError as exc:
+        v.add(Severity.WARNING, Check.GROUP_FILE, path, f"unreadable group store ({exc}); the groups start over")
         return
-    for name in _list_dir(gdir):
-        path = gdir / name
-        if not is_group_file_name(name):
-            continue
-        try:
-            decode_group_file(path.read_bytes())
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            v.add(Severity.WARNING, Check.GROUP_FILE, path,
-                  f"unreadable group offsets file ({exc}); the engine skips it and the group starts over")
+    for problem in image.problems:
+        v.add(Severity.WARNING, Check.GROUP_FILE, path,
+              f"{problem} (the engine skips what is damaged; those commits are lost, their groups resume from "
+              "earlier ones or start over)")
 
 
 # =============================================================================================
@@ -1822,24 +1810,24 @@ def offset_for_timestamp(
 
 
 def group_offsets(log_dir: str | os.PathLike[str]) -> dict[str, dict[tuple[str, int], int]]:
-    """Every consumer group's committed offsets, read from ``consumer-offsets/`` (unreadable files skipped).
+    """Every consumer group's committed offsets, read from the group store (damaged frames skipped).
 
     Raises:
-        StorageError: the log directory is missing or unreadable.
+        StorageError: the log directory or its group store is missing or unreadable.
+    """
+    return group_store(log_dir).offsets
+
+
+def group_store(log_dir: str | os.PathLike[str]) -> StoreImage:
+    """The group store of a log directory: offsets, their metadata and the groups' membership snapshots.
+
+    Read without the directory lock, as a running engine may be writing it:
+    the view ends at the last complete frame.
+
+    Raises:
+        StorageError: the log directory is missing, or its group store unreadable.
     """
     root = Path(log_dir)
     if not root.is_dir():
         raise StorageError(f"{root}: no such log directory")
-    out: dict[str, dict[tuple[str, int], int]] = {}
-    gdir = root / GROUPS_DIR
-    if not gdir.is_dir():
-        return out
-    for name in _list_dir(gdir):
-        if not is_group_file_name(name):
-            continue
-        try:
-            group, offsets = decode_group_file((gdir / name).read_bytes())
-        except (OSError, ValueError, TypeError, KeyError):
-            continue
-        out[group] = offsets
-    return out
+    return read_store(root)
