@@ -48,6 +48,8 @@ from seglog.engine.checkpoints import (
     parse_clean_shutdown,
 )
 from seglog.engine.config import LogConfig
+from seglog.engine.consumer import GroupConsumer
+from seglog.engine.coordinator import GroupCoordinator
 from seglog.engine.errors import (
     ClosedError,
     CorruptionError,
@@ -257,6 +259,7 @@ class Engine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._partitioner = KeyPartitioner()
         self._groups = GroupStore(path / GROUPS_DIR, read_only=read_only)
+        self._coordinator = GroupCoordinator(self._groups)
         self._closed = False
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
@@ -855,6 +858,7 @@ class Engine:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
+            await self._coordinator.close()
             await self._groups.close()
         if self._lock_handle is not None:
             await self._lock_handle.release()
@@ -1208,7 +1212,10 @@ class Engine:
         """Durably record ``offset`` as ``group``'s position in ``topic``/``partition``.
 
         The offset is the next record the group will read (Kafka's convention).
-        It is fsynced before this returns.
+        It is fsynced before this returns. The group store is the one Kafka
+        clients commit to over the wire and group consumers commit to: this is
+        a commit from outside the group (Kafka's generation -1), accepted while
+        the group has no active members.
 
         Raises:
             InvalidRecordError: a group id that breaks the rules of
@@ -1216,18 +1223,19 @@ class Engine:
                 offset that is not an int in [0, 2**63-1].
             InvalidTopicError: an invalid topic name or partition number.
             UnknownTopicOrPartitionError: no such topic or partition.
+            NonEmptyGroupError: the group has active members (library consumers or Kafka clients).
         """
         self._check_writable()
         validate_group(group)
         self.log(topic, partition)
         validate_offset(offset, "committed offset")
-        await self._groups.commit(group, {(topic, partition): offset})
+        await self._coordinator.commit_outside_group(group, {(topic, partition): offset})
 
     async def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Commit several positions of ``group`` atomically (one file write).
+        """Commit several positions of ``group`` atomically (one write to the group store).
 
         Raises:
-            InvalidRecordError, InvalidTopicError, UnknownTopicOrPartitionError:
+            InvalidRecordError, InvalidTopicError, UnknownTopicOrPartitionError, NonEmptyGroupError:
                 as :meth:`commit_offset`, for any entry; nothing is committed then.
         """
         self._check_writable()
@@ -1241,7 +1249,7 @@ class Engine:
                 raise InvalidRecordError(f"offsets keys must be (topic, partition) pairs, got {key!r}")
             self.log(*key)
             validate_offset(offset, "committed offset")
-        await self._groups.commit(group, dict(offsets))
+        await self._coordinator.commit_outside_group(group, dict(offsets))
 
     async def committed(self, group: str, topic: str, partition: int) -> int | None:
         """``group``'s committed offset in ``topic``/``partition``, or ``None``.
@@ -1268,10 +1276,37 @@ class Engine:
         return self._groups.offsets(group)
 
     async def delete_group(self, group: str) -> bool:
-        """Forget ``group``'s committed offsets; returns whether it had any."""
+        """Forget ``group``'s committed offsets; returns whether it had any.
+
+        Raises:
+            NonEmptyGroupError: the group has active members.
+        """
         self._check_writable()
         validate_group(group)
-        return await self._groups.delete(group)
+        return await self._coordinator.delete_group(group)
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        """The group coordinator of this engine: library consumers and the Kafka front end share it."""
+        return self._coordinator
+
+    def consumer(self, group_id: str, topics: Sequence[str], **options: Any) -> GroupConsumer:
+        """A member of consumer group ``group_id`` reading ``topics``; use ``async with``.
+
+        ``options`` are :class:`~seglog.engine.consumer.GroupConsumer`'s
+        (``enable_auto_commit``, ``auto_offset_reset``, ``session_timeout_ms``, ...)::
+
+            async with engine.consumer("billing", ["orders"]) as consumer:
+                async for record in consumer:
+                    ...
+                    await consumer.commit()
+
+        Raises:
+            InvalidRecordError, InvalidTopicError, InvalidConfigError: a bad group id, topic name or option.
+            StorageError: a read-only engine (a follower cannot commit).
+        """
+        self._check_writable()
+        return GroupConsumer(self, group_id, topics, **options)
 
     # -- retention, flush, checkpoints ---------------------------------------------------------
 
@@ -1409,6 +1444,7 @@ class Engine:
     async def _close_locked(self) -> None:
         if self._follower is not None:
             await self._follower.close()  # no refresh touches a partition from here on
+        await self._coordinator.close()  # group consumers stop; parked JoinGroup calls are answered
         background = list(self._tasks)
         for task in background:
             task.cancel()

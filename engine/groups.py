@@ -571,6 +571,9 @@ class GroupStore:
     def offsets(self, group: str) -> dict[TopicPartition, int]:
         return dict(self._image.offsets.get(group, {}))
 
+    def has_offsets(self, group: str) -> bool:
+        return group in self._image.offsets
+
     def groups(self) -> list[str]:
         """Groups with committed offsets, sorted."""
         return sorted(self._image.offsets)
