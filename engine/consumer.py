@@ -130,7 +130,7 @@ class _Partition:
     __slots__ = ("buffer", "epoch", "paused", "position")
 
     def __init__(self, position: int) -> None:
-        self.position = position  # the next offset to hand out
+        self.position = position  # the next offset to hand out; -1: none yet (auto_offset_reset "none")
         self.buffer: deque[Record] = deque()
         self.paused = False
         self.epoch = 0  # bumped by seek: a read started before it is dropped
@@ -388,7 +388,10 @@ class GroupConsumer:
         for tp in partitions:
             committed = self._coordinator.committed(self.group_id, tp.topic, tp.partition)
             try:
-                position = committed[0] if committed is not None else self._reset_position(tp)
+                if committed is not None:
+                    position = committed[0]
+                else:
+                    position = -1 if self._reset == "none" else self._reset_position(tp)
             except SeglogError as exc:
                 log.warning("group %s: partition %s-%d assigned but unreadable (%s); skipped", self.group_id,
                             tp.topic, tp.partition, exc)
@@ -483,7 +486,7 @@ class GroupConsumer:
         await self._commit(rows)
 
     async def _commit_positions(self) -> None:
-        positions = {(tp.topic, tp.partition): state.position for tp, state in self._assignment.items()}
+        positions = {(tp.topic, tp.partition): s.position for tp, s in self._assignment.items() if s.position >= 0}
         changed = {tp: o for tp, o in positions.items() if self._committed_positions.get(TopicPartition(*tp)) != o}
         self._last_commit = time.monotonic()
         if changed:
@@ -597,6 +600,8 @@ class GroupConsumer:
         for tp, state in self._wanted(partitions):
             if state.buffer or state.paused:
                 continue
+            if state.position < 0:
+                self._reset_position(tp)  # raises: no committed offset and auto_offset_reset "none"
             try:
                 plog = self._engine.log(tp.topic, tp.partition)
                 if state.position >= plog.log_end_offset:
