@@ -49,6 +49,8 @@ async def handle(broker: Broker, request: DecodedRequest) -> JoinGroupResponse:
     session_ms = ms(body.session_timeout)
     rebalance = getattr(body, "rebalance_timeout", None)
     rebalance_ms = ms(rebalance) if rebalance is not None else session_ms
+    if rebalance_ms <= 0:  # not given (the schema's default, -1): the session timeout, as for version 0
+        rebalance_ms = session_ms
     if not broker.group_min_session_timeout_ms <= session_ms <= broker.group_max_session_timeout_ms:
         return _refused(ErrorCode.invalid_session_timeout, member_id)
     instance = getattr(body, "group_instance_id", None)
@@ -57,7 +59,7 @@ async def handle(broker: Broker, request: DecodedRequest) -> JoinGroupResponse:
         protocol_type=body.protocol_type or "",
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols or ()],
         session_timeout_ms=session_ms,
-        rebalance_timeout_ms=max(rebalance_ms, 1),
+        rebalance_timeout_ms=rebalance_ms,
         group_instance_id=instance,
         require_known_member_id=request.api_version >= 4 and instance is None,
         client_id=request.client_id or "",

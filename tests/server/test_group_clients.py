@@ -1,0 +1,215 @@
+"""Consumer groups with the real Kafka clients: commits that survive a restart, rebalances, expiry, mixed groups.
+
+Records are appended through the engine (the clients' produce path is tested
+elsewhere); members subscribe with short session and heartbeat intervals.
+Ordering comes from what the members report (their assignments) and from
+the coordinator's state; every call and wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from group_members import LibraryMember, Member, Seen, close_all, member, poll_all
+from kafka_clients import CLIENTS, TIMEOUT_S, need
+from kio.schema.errors import ErrorCode
+from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.sync_group.v3.request import SyncGroupRequest
+from kio.schema.types import GroupId
+from kio.static.primitive import i32, i32Timedelta
+from wire import WireClient
+
+from seglog.engine import Engine, Record
+from seglog.engine.assignors import decode_assignment, encode_subscription
+from seglog.server import KafkaServer
+
+FAST_SERVER = {"group_min_session_timeout_ms": 100}
+
+
+async def fill(engine: Engine, topic: str, partitions: int, per_partition: int) -> set[tuple[int, int]]:
+    await engine.create_topic(topic, partitions=partitions, exist_ok=True)
+    sent = set()
+    for p in range(partitions):
+        res = await engine.log(topic, p).append([Record(b"%d" % i) for i in range(per_partition)])
+        sent |= {(p, o) for o in range(res.first_offset, res.last_offset + 1)}
+    return sent
+
+
+def everything(seen: dict[str, Seen]) -> list[tuple[int, int]]:
+    return sorted(r for records in seen.values() for r in records)
+
+
+def total_at_least(seen: dict[str, Seen], n: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return sum(len(v) for v in seen.values()) >= n
+    return check
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_each_client_resumes_from_its_committed_offsets_after_a_server_restart(
+    client: str, tmp_path: Path
+) -> None:
+    need(client)
+    data = tmp_path / "data"
+    seen: dict[str, Seen] = {}
+    async with Engine.open(data) as engine:
+        sent = await fill(engine, "orders", 2, 10)
+        async with KafkaServer(engine, **FAST_SERVER) as server:
+            first = member(client, server.bootstrap_servers, "billing", "orders")
+            await first.start()
+            try:
+                await poll_all([first], seen, total_at_least(seen, 1))  # (commits what it read)
+            finally:
+                await close_all([first])
+        committed = engine.group_offsets("billing")
+    read = everything(seen)
+    assert committed == {("orders", p): max(o for q, o in read if q == p) + 1 for p in {q for q, _ in read}}
+    async with Engine.open(data) as engine:
+        assert engine.group_offsets("billing") == committed  # the commits survived the restart
+        sent |= await fill(engine, "orders", 2, 5)
+        async with KafkaServer(engine, **FAST_SERVER) as server:
+            second = member(client, server.bootstrap_servers, "billing", "orders")
+            again: dict[str, Seen] = {}
+            await second.start()
+            try:
+                await poll_all([second], again, total_at_least(again, len(sent) - len(read)))
+            finally:
+                await close_all([second])
+    resumed = everything(again)
+    assert sorted(read + resumed) == sorted(sent)  # from each committed offset on: nothing lost or read twice
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_two_members_split_four_partitions_and_one_takes_all_when_the_other_leaves(
+    client: str, engine: Engine, make_server: Callable[..., Awaitable[KafkaServer]]
+) -> None:
+    need(client)
+    server = await make_server(**FAST_SERVER)
+    address = server.bootstrap_servers
+    sent = await fill(engine, "orders", 4, 5)
+    seen: dict[str, Seen] = {}
+    a = member(client, address, "split", "orders")
+    b = member(client, address, "split", "orders")
+    a.name, b.name = "a", "b"
+    try:
+        await a.start()
+        await poll_all([a], seen, total_at_least(seen, len(sent)))  # a alone reads (and commits) what is there
+
+        async def split() -> bool:
+            return len(await a.assignment()) == 2 and len(await b.assignment()) == 2
+
+        await b.start()
+        await poll_all([a, b], seen, split)
+        assert not (await a.assignment()) & (await b.assignment())
+        b_partitions = await b.assignment()
+        sent |= await fill(engine, "orders", 4, 5)
+        await poll_all([a, b], seen, total_at_least(seen, len(sent)))
+        assert {p for p, _ in seen.get("b", [])} == b_partitions  # b read only its own partitions
+        await b.close()
+
+        async def a_has_all() -> bool:
+            return len(await a.assignment()) == 4
+
+        await poll_all([a], seen, a_has_all)
+        sent |= await fill(engine, "orders", 4, 5)
+        await poll_all([a], seen, total_at_least(seen, len(sent)))
+    finally:
+        await close_all([a, b])
+    assert everything(seen) == sorted(sent)  # every record once, across the split and the leave
+
+
+def _join(member_id: str, session_ms: int) -> JoinGroupRequest:
+    timeout = i32Timedelta.parse(datetime.timedelta(milliseconds=session_ms))
+    return JoinGroupRequest(
+        group_id=GroupId("expiry"), session_timeout=timeout, rebalance_timeout=timeout, member_id=member_id,
+        group_instance_id=None, protocol_type="consumer",
+        protocols=(
+            JoinGroupRequestProtocol(name="range", metadata=encode_subscription(["orders"])),
+            JoinGroupRequestProtocol(name="roundrobin", metadata=encode_subscription(["orders"])),
+        ),
+    )
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_a_member_that_stops_heartbeating_is_expired_and_its_partitions_move(
+    client: str, engine: Engine, make_server: Callable[..., Awaitable[KafkaServer]]
+) -> None:
+    need(client)
+    server = await make_server(**FAST_SERVER)
+    await fill(engine, "orders", 4, 1)
+    seen: dict[str, Seen] = {}
+    c = member(client, server.bootstrap_servers, "expiry", "orders")
+    silent = await WireClient.connect(server.bootstrap_servers)
+    try:
+        await c.start()
+
+        async def has(n: int) -> bool:
+            return len(await c.assignment()) == n
+
+        await poll_all([c], seen, lambda: has(4))
+        # A raw member joins (its JoinGroup parks until c rejoins), takes its share, then never heartbeats.
+        first = await silent.call(11, 5, _join("", 1_000))
+        assert first.error_code == ErrorCode.member_id_required
+        joining = asyncio.create_task(silent.call(11, 5, _join(first.member_id, 1_000), wait_s=TIMEOUT_S))
+
+        async def joined() -> bool:
+            return joining.done()
+
+        await poll_all([c], seen, joined)
+        answer = joining.result()
+        assert answer.error_code == ErrorCode.none and answer.leader != answer.member_id  # c leads
+        syncing = asyncio.create_task(silent.call(14, 3, SyncGroupRequest(
+            group_id=GroupId("expiry"), generation_id=i32(answer.generation_id), member_id=answer.member_id,
+            group_instance_id=None, assignments=()), wait_s=TIMEOUT_S))
+
+        async def synced() -> bool:
+            return syncing.done() and await has(2)
+
+        await poll_all([c], seen, synced)
+        share = decode_assignment(syncing.result().assignment).topic_partitions()
+        assert len(share) == 2 and not {p for _, p in share} & await c.assignment()
+        # One second without heartbeats: the silent member is removed and c gets its partitions back.
+        await poll_all([c], seen, lambda: has(4))
+        assert engine.coordinator.describe("expiry").members[0].client_id != "seglog-tests"  # type: ignore[union-attr]
+    finally:
+        await silent.close()
+        await close_all([c])
+
+
+async def test_mixed_clients_and_a_library_consumer_share_one_group(
+    engine: Engine, make_server: Callable[..., Awaitable[KafkaServer]]
+) -> None:
+    for client in CLIENTS:
+        need(client)
+    server = await make_server(**FAST_SERVER)
+    address = server.bootstrap_servers
+    await engine.create_topic("mixed", partitions=8)
+    members: list[Member] = [member(c, address, "mixed", "mixed") for c in CLIENTS]
+    members.append(LibraryMember(engine, "mixed", "mixed"))
+    seen: dict[str, Seen] = {}
+    try:
+        for m in members:
+            await m.start()
+
+        async def shared() -> bool:
+            shares = [await m.assignment() for m in members]
+            return all(shares) and sum(map(len, shares)) == 8 and set().union(*shares) == set(range(8))
+
+        await poll_all(members, seen, shared)
+        owners = {p: m.name for m in members for p in await m.assignment()}
+        assert len(owners) == 8 and set(owners.values()) == {m.name for m in members}
+        sent = await fill(engine, "mixed", 8, 5)
+        await poll_all(members, seen, total_at_least(seen, len(sent)))
+        for name, records in seen.items():
+            assert {owners[p] for p, _ in records} == {name}  # each read only its own partitions
+        desc = engine.coordinator.describe("mixed")
+        assert desc is not None and desc.protocol == "roundrobin"  # the one protocol aiokafka lists too
+        assert {m.client_host for m in desc.members} == {"/127.0.0.1", f"in-process (pid {os.getpid()})"}
+    finally:
+        await close_all(members)
+    assert everything(seen) == sorted(sent)
