@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from seglog.engine._fs import CLEAN_SHUTDOWN_FILE, TOPIC_FILE
+from seglog.engine._fs import lock_holder as _lock_holder
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, parse_checkpoint
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import CorruptionError, InvalidConfigError, StorageError, UnknownTopicOrPartitionError
@@ -93,6 +94,7 @@ __all__ = [
     "explain_timestamp",
     "group_offsets",
     "group_store",
+    "lock_holder",
     "index_sanity_check",
     "list_segments",
     "max_batch_bytes_for",
@@ -1816,6 +1818,16 @@ def group_offsets(log_dir: str | os.PathLike[str]) -> dict[str, dict[tuple[str, 
         StorageError: the log directory or its group store is missing or unreadable.
     """
     return group_store(log_dir).offsets
+
+
+def lock_holder(log_dir: str | os.PathLike[str]) -> int | None:
+    """The pid of the process whose Engine holds ``log_dir`` now (0: unknown pid), or ``None`` when none does.
+
+    A running engine (``seglog serve``, an application) keeps its groups'
+    membership up to date in the group store; without one, no group has
+    active members.
+    """
+    return _lock_holder(Path(log_dir))
 
 
 def group_store(log_dir: str | os.PathLike[str]) -> StoreImage:

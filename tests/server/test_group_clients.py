@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -213,3 +216,50 @@ async def test_mixed_clients_and_a_library_consumer_share_one_group(
     finally:
         await close_all(members)
     assert everything(seen) == sorted(sent)
+
+
+def _seglog(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``seglog ARGS`` in a process of its own (it reads the directory while this test's engine holds it)."""
+    return subprocess.run([sys.executable, "-m", "seglog.tools.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=TIMEOUT_S * 2, check=False)
+
+
+async def test_seglog_groups_shows_a_group_of_kafka_clients_and_refuses_to_reset_it(
+    tmp_path: Path
+) -> None:
+    need("aiokafka")
+    data = tmp_path / "data"
+    async with Engine.open(data) as engine:
+        await fill(engine, "orders", 2, 10)
+        async with KafkaServer(engine, **FAST_SERVER) as server:
+            consumer = member("aiokafka", server.bootstrap_servers, "billing", "orders")
+            seen: dict[str, Seen] = {}
+            try:
+                await consumer.start()
+                await poll_all([consumer], seen, total_at_least(seen, 20))  # read all, committed
+                await engine.log("orders", 0).append([Record(b"new")] * 3)  # lag 3 on partition 0
+                listed = await asyncio.to_thread(_seglog, "groups", "list", "--state", "--json", "--log-dir", data)
+                described = await asyncio.to_thread(_seglog, "groups", "describe", "billing", "--json",
+                                                    "--log-dir", data)
+                reset = await asyncio.to_thread(_seglog, "groups", "reset", "billing", "--topic", "orders",
+                                                "--to-earliest", "--log-dir", data)
+            finally:
+                await close_all([consumer])
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [
+        {"group": "billing", "state": "Stable", "members": 1, "protocol": "roundrobin", "lag": 3}
+    ]
+    assert described.returncode == 0, described.stderr
+    rows = json.loads(described.stdout)
+    assert [(r["partition"], r["committed"], r["lag"], r["host"]) for r in rows] == [
+        (0, 10, 3, "/127.0.0.1"), (1, 10, 0, "/127.0.0.1")]
+    assert rows[0]["client_id"].startswith("aiokafka") and rows[0]["member_id"]
+    assert "Stable" in described.stderr
+    assert reset.returncode == 1 and "active member" in reset.stderr
+    # The server stopped: the group has no members, and a reset goes through.
+    reset = await asyncio.to_thread(_seglog, "groups", "reset", "billing", "--topic", "orders", "--to-earliest",
+                                    "--execute", "--log-dir", data)
+    assert reset.returncode == 0, reset.stderr
+    listed = await asyncio.to_thread(_seglog, "groups", "list", "--state", "--json", "--log-dir", data)
+    assert json.loads(listed.stdout) == [
+        {"group": "billing", "state": "Empty", "members": 0, "protocol": None, "lag": 23}]
