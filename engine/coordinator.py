@@ -232,7 +232,8 @@ class _Member:
         return self.sync_waiter is not None and not self.sync_waiter.done()
 
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        # Each name once: a member listing one twice must not count as two members supporting it.
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, data in self.protocols:

@@ -172,6 +172,16 @@ async def test_the_protocol_is_one_every_member_lists(coord: GroupCoordinator) -
     assert refused.error is E.INCONSISTENT_GROUP_PROTOCOL
 
 
+async def test_a_protocol_listed_twice_by_one_member_is_not_taken_for_a_common_one(coord: GroupCoordinator) -> None:
+    a = await join(coord, protocols=(("range", b"r"), ("range", b"r"), ("roundrobin", b"rr")))
+    await coord.sync("g", 1, a.member_id, assignments={})
+    b_task = asyncio.create_task(join(coord, protocols=(("roundrobin", b"rr-b"),)))
+    await until(coord, lambda: state(coord) is GroupState.PREPARING_REBALANCE)
+    a2 = await join(coord, a.member_id, protocols=(("range", b"r"), ("range", b"r"), ("roundrobin", b"rr")))
+    b = await b_task
+    assert a2.protocol_name == b.protocol_name == "roundrobin"
+
+
 async def test_a_restarted_static_member_keeps_its_assignment_without_a_rebalance(coord: GroupCoordinator) -> None:
     a = await join(coord, instance="i-a")
     await coord.sync("g", 1, a.member_id, assignments={a.member_id: b"A"})
