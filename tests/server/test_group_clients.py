@@ -241,6 +241,8 @@ async def test_seglog_groups_shows_a_group_of_kafka_clients_and_refuses_to_reset
                 listed = await asyncio.to_thread(_seglog, "groups", "list", "--state", "--json", "--log-dir", data)
                 described = await asyncio.to_thread(_seglog, "groups", "describe", "billing", "--json",
                                                     "--log-dir", data)
+                members = await asyncio.to_thread(_seglog, "groups", "describe", "billing", "--members", "--json",
+                                                  "--log-dir", data)
                 reset = await asyncio.to_thread(_seglog, "groups", "reset", "billing", "--topic", "orders",
                                                 "--to-earliest", "--log-dir", data)
             finally:
@@ -255,6 +257,9 @@ async def test_seglog_groups_shows_a_group_of_kafka_clients_and_refuses_to_reset
         (0, 10, 3, "/127.0.0.1"), (1, 10, 0, "/127.0.0.1")]
     assert rows[0]["client_id"].startswith("aiokafka") and rows[0]["member_id"]
     assert "Stable" in described.stderr
+    (only,) = json.loads(members.stdout)
+    assert (only["member_id"], only["host"], only["partitions"]) == (rows[0]["member_id"], "/127.0.0.1",
+                                                                      [["orders", [0, 1]]])
     assert reset.returncode == 1 and "active member" in reset.stderr
     # The server stopped: the group has no members, and a reset goes through.
     reset = await asyncio.to_thread(_seglog, "groups", "reset", "billing", "--topic", "orders", "--to-earliest",
