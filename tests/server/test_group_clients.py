@@ -268,3 +268,51 @@ async def test_seglog_groups_shows_a_group_of_kafka_clients_and_refuses_to_reset
     listed = await asyncio.to_thread(_seglog, "groups", "list", "--state", "--json", "--log-dir", data)
     assert json.loads(listed.stdout) == [
         {"group": "billing", "state": "Empty", "members": 0, "protocol": None, "lag": 23}]
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+async def test_admin_clients_list_and_describe_groups_and_their_offsets(
+    client: str, engine: Engine, make_server: Callable[..., Awaitable[KafkaServer]]
+) -> None:
+    need(client)
+    server = await make_server(**FAST_SERVER)
+    address = server.bootstrap_servers
+    await engine.create_topic("t", partitions=2)
+    await engine.commit_offset("old", "t", 0, 1)
+    async with engine.consumer("live", ["t"]) as consumer:
+        assert len(consumer.assignment()) == 2
+
+        def with_kafka_python() -> tuple[object, object, object]:
+            from kafka.admin import KafkaAdminClient
+
+            admin = KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=int(TIMEOUT_S * 1000))
+            try:
+                listed = {g["group_id"]: g["group_state"] for g in admin.list_groups()}
+                live = admin.describe_groups(["live"])["live"]
+                described = (live["group_state"], [m["member_assignment"]["assigned_partitions"]
+                                                   for m in live["members"]])
+                found = admin.list_group_offsets("old")["old"]
+                offsets = {(tp.topic, tp.partition): o.offset for tp, o in found.items()}
+            finally:
+                admin.close()
+            return listed, described, offsets
+
+        def with_confluent() -> tuple[object, object, object]:
+            from confluent_kafka import ConsumerGroupTopicPartitions
+            from confluent_kafka.admin import AdminClient
+
+            admin = AdminClient({"bootstrap.servers": address})
+            result = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+            listed = {g.group_id: g.state.name.title() for g in result.valid}
+            live = admin.describe_consumer_groups(["live"], request_timeout=TIMEOUT_S)["live"].result(TIMEOUT_S)
+            described = (live.state.name.title(), [[{"topic": "t", "partitions": sorted(
+                tp.partition for tp in m.assignment.topic_partitions)}] for m in live.members])
+            found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("old")])["old"].result(TIMEOUT_S)
+            offsets = {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions}
+            return listed, described, offsets
+
+        work = with_kafka_python if client == "kafka-python" else with_confluent
+        listed, described, offsets = await asyncio.wait_for(asyncio.to_thread(work), TIMEOUT_S * 2)
+    assert listed == {"live": "Stable", "old": "Empty"}
+    assert described == ("Stable", [[{"topic": "t", "partitions": [0, 1]}]])
+    assert offsets == {("t", 0): 1}
