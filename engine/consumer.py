@@ -244,13 +244,17 @@ class GroupConsumer:
         assigned = asyncio.ensure_future(self._assigned.wait())
         try:
             await asyncio.wait([assigned, self._task], return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled while joining: leave nothing running behind
+            await asyncio.shield(self.stop())
+            raise
         finally:
             assigned.cancel()
         if self._failure is not None:
             await self.stop()
             raise self._failure
-        if self._stopped:
-            raise ClosedError("the consumer was stopped while it joined its group")
+        if not self._assigned.is_set():
+            await self.stop()
+            raise ClosedError("the consumer was stopped, or its engine closed, while it joined its group")
 
     async def stop(self) -> None:
         """Commit (with ``enable_auto_commit``), leave the group, stop. Idempotent.
@@ -512,6 +516,8 @@ class GroupConsumer:
         return self
 
     async def __anext__(self) -> ConsumerRecord:
+        if not self._started:
+            self._check_running()  # raises: not started
         try:
             return await self.getone()
         except ClosedError:

@@ -246,3 +246,31 @@ async def test_bad_options_are_refused(tmp_path: Path) -> None:
             engine.consumer("g", ["bad/name"])
         with pytest.raises(errors.InvalidRecordError, match="group id"):
             engine.consumer("", ["t"])
+
+
+async def test_a_start_cancelled_while_joining_leaves_nothing_running(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("orders")
+        from seglog.engine.assignors import encode_subscription
+        coord = engine.coordinator
+        other = await coord.join("g", protocol_type="consumer", protocols=[("range", encode_subscription(["orders"]))],
+                                 session_timeout_ms=60_000, rebalance_timeout_ms=60_000)
+        await coord.sync("g", other.generation_id, other.member_id, assignments={})
+        consumer = engine.consumer("g", ["orders"], **FAST)
+        starting = asyncio.create_task(consumer.start())
+        # Its JoinGroup parks: the other member never rejoins. Then the start is cancelled.
+        await coord.wait_until(lambda: coord.state_of("g") is GroupState.PREPARING_REBALANCE)
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        assert consumer._stopped and consumer._task is None
+        with pytest.raises(errors.ClosedError, match="stopped"):
+            await consumer.getmany()
+
+
+async def test_iterating_a_consumer_that_was_never_started_is_refused(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as engine:
+        consumer = engine.consumer("g", ["orders"], **FAST)
+        with pytest.raises(errors.ClosedError, match="not started"):
+            async for _ in consumer:
+                pass
