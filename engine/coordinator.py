@@ -936,11 +936,12 @@ class GroupCoordinator:
         return None
 
     def list_groups(self) -> list[GroupOverview]:
-        """Every group: those with members or a state in memory, and those with committed offsets."""
+        """Every group that has members or committed offsets."""
         out = {
             g.group_id: GroupOverview(g.group_id, g.protocol_type or "", g.state)
             for g in self._groups.values()
-            if g.state is not GroupState.DEAD
+            # An empty group without offsets is gone, as Kafka's periodic cleanup removes it.
+            if g.state not in (GroupState.DEAD, GroupState.EMPTY) or self._store.has_offsets(g.group_id)
         }
         for group_id in self._store.groups():
             if group_id not in out:

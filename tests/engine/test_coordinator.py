@@ -298,3 +298,14 @@ async def test_generations_go_on_after_a_restart(tmp_path: Path) -> None:
     async with Engine.open(tmp_path) as engine:
         again = await join(engine.coordinator)
         assert again.generation_id == 3
+
+
+async def test_groups_are_listed_while_they_have_members_or_offsets(coord: GroupCoordinator) -> None:
+    a = await join(coord, group="members")
+    refused = await join(coord, group="ghost", protocols=())  # refused: no protocol; leaves nothing listed
+    assert refused.error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert await coord.commit_offsets("offsets", {("t", 0): 1}) is E.NONE
+    assert [(g.group_id, g.state) for g in coord.list_groups()] == [
+        ("members", GroupState.COMPLETING_REBALANCE), ("offsets", GroupState.EMPTY)]
+    coord.leave("members", [(a.member_id, None)])
+    assert [g.group_id for g in coord.list_groups()] == ["offsets"]
