@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import errno
 import hashlib
@@ -287,7 +286,7 @@ def _parse_row(row: Any) -> tuple[TopicPartition, int, str] | None:
 # -- the previous format (one JSON file per group) ----------------------------------------------
 
 
-def group_file_name(group: str) -> str:
+def legacy_group_file_name(group: str) -> str:
     """The previous format's file name of ``group``: its id in URL-safe base64 (SHA-256 when too long)."""
     encoded = base64.urlsafe_b64encode(group.encode("utf-8")).decode("ascii").rstrip("=")
     if len(encoded) > _MAX_B64_NAME:
@@ -295,28 +294,17 @@ def group_file_name(group: str) -> str:
     return encoded + _JSON_SUFFIX
 
 
-def is_group_file_name(name: str) -> bool:
+def is_legacy_group_file(name: str) -> bool:
     return name.endswith(_JSON_SUFFIX) and not name.startswith(".")
 
 
-def group_from_file_name(name: str) -> str | None:
-    """The group id a base64 file name of the previous format encodes; ``None`` for a hashed name or anything else."""
-    if not is_group_file_name(name) or name.startswith("sha256-"):
-        return None
-    stem = name[: -len(_JSON_SUFFIX)]
-    try:
-        return base64.urlsafe_b64decode(stem + "=" * (-len(stem) % 4)).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-
-
-def encode_group_file(group: str, offsets: dict[TopicPartition, int]) -> bytes:
+def encode_legacy_group_file(group: str, offsets: dict[TopicPartition, int]) -> bytes:
     """A group file of the previous format (tests of the migration use it)."""
     rows = [[topic, partition, offset] for (topic, partition), offset in sorted(offsets.items())]
     return json.dumps({"version": GROUP_FILE_VERSION, "group": group, "offsets": rows}).encode("utf-8")
 
 
-def decode_group_file(data: bytes) -> tuple[str, dict[TopicPartition, int]]:
+def decode_legacy_group_file(data: bytes) -> tuple[str, dict[TopicPartition, int]]:
     """Parse a group file of the previous format. Raises ``ValueError`` on anything unexpected."""
     meta = json.loads(data)
     if not isinstance(meta, dict) or meta.get("version") != GROUP_FILE_VERSION:
@@ -360,12 +348,12 @@ def _load(directory: Path, ops: FileOps) -> _Loaded:
         raise _storage_error("list", directory, exc) from exc
     # The previous format first: the log, written later, holds anything newer.
     for name in names:
-        if not is_group_file_name(name):
+        if not is_legacy_group_file(name):
             continue
         path = directory / name
         try:
-            group, offsets = decode_group_file(_read_file(ops, path))
-            if group_file_name(group) != name:
+            group, offsets = decode_legacy_group_file(_read_file(ops, path))
+            if legacy_group_file_name(group) != name:
                 raise ValueError(f"the file holds group {group!r}, whose file name differs")
         except (OSError, ValueError) as exc:
             image.problems.append(f"{path}: unreadable consumer-group offsets ({exc}); the group starts over")

@@ -19,8 +19,8 @@ from seglog.engine.groups import (
     GROUPS_DIR,
     LOG_FILE,
     GroupStore,
-    encode_group_file,
-    group_file_name,
+    encode_legacy_group_file,
+    legacy_group_file_name,
     read_store,
     scan_frames,
 )
@@ -105,8 +105,8 @@ async def test_a_damaged_frame_in_the_middle_costs_only_its_own_commit(tmp_path:
 async def test_files_of_the_previous_format_are_folded_into_the_log(tmp_path: Path) -> None:
     directory = tmp_path / GROUPS_DIR
     directory.mkdir()
-    (directory / group_file_name("billing")).write_bytes(encode_group_file("billing", {("orders", 0): 7}))
-    (directory / group_file_name("g" * 200)).write_bytes(encode_group_file("g" * 200, {("orders", 1): 3}))
+    (directory / legacy_group_file_name("billing")).write_bytes(encode_legacy_group_file("billing", {("orders", 0): 7}))
+    (directory / legacy_group_file_name("g" * 200)).write_bytes(encode_legacy_group_file("g" * 200, {("orders", 1): 3}))
     async with Engine.open(tmp_path) as engine:
         await engine.create_topic("orders", partitions=2)
         assert await engine.committed("billing", "orders", 0) == 7
