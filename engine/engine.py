@@ -2,7 +2,8 @@
 
 Owns: opening a log directory (lock, clean-shutdown marker, checkpoints,
 loading and recovering every partition), topic creation and deletion with
-per-topic config overrides, consumer-group offsets, the background tasks
+per-topic config overrides, consumer groups (through its group coordinator and group
+store: ``engine/coordinator.py``, ``engine/groups.py``), the background tasks
 (retention, ``flush.ms``, checkpoints, delayed file deletion) and closing.
 
 Files (see docs/FORMAT.md and docs/OPERATIONS.md)::
