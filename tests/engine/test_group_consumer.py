@@ -147,14 +147,14 @@ async def test_a_member_that_stops_heartbeating_is_expired_and_its_partitions_mo
             from seglog.engine.assignors import encode_subscription
             silent_join = asyncio.create_task(coord.join(
                 "g", protocol_type="consumer", protocols=[("range", encode_subscription(["orders"]))],
-                session_timeout_ms=500, rebalance_timeout_ms=5_000, client_id="silent",
+                session_timeout_ms=1_000, rebalance_timeout_ms=5_000, client_id="silent",
             ))
             async with asyncio.timeout(BOUND_S):
                 silent = await silent_join
                 share = await coord.sync("g", silent.generation_id, silent.member_id)
             assert share.error.name == "NONE" and share.assignment
             await heard.wait_for(lambda s: len(s) == 2)
-            # 500 ms without a heartbeat: the silent member is removed and its partitions come to the consumer.
+            # 1 s without a heartbeat: the silent member is removed and its partitions come to the consumer.
             await heard.wait_for(lambda s: len(s) == 4)
             assert consumer.assignment() == {TopicPartition("orders", p) for p in range(4)}
 
