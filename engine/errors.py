@@ -7,6 +7,8 @@ Catch :class:`SeglogError` for "anything seglog refused or could not do".
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from seglog.indexes.errors import (
     ClosedError,
     CorruptIndexError,
@@ -33,6 +35,7 @@ __all__ = [
     "CommitFailedError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSnapshotError",
     "CorruptionError",
     "GroupError",
     "IndexFullError",
@@ -40,12 +43,16 @@ __all__ = [
     "InvalidConfigError",
     "InvalidIndexSizeError",
     "InvalidOffsetError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
     "InvalidTopicError",
+    "InvalidTxnStateError",
     "LogDirLockedError",
     "NonEmptyGroupError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerError",
     "ReadOnlyIndexError",
     "RecordTooLargeError",
     "SeglogError",
@@ -123,4 +130,51 @@ class NonEmptyGroupError(GroupError):
 
     Kafka refuses the same (``UNKNOWN_MEMBER_ID`` to a commit without a
     member id, ``NON_EMPTY_GROUP`` to a deletion): stop the group's consumers first.
+    """
+
+
+class ProducerError(SeglogError):
+    """A producer's batch that the partition's producer state refuses (Kafka's idempotent producer).
+
+    Nothing of the batch is written. ``kafka_code`` is the name of the error a
+    Kafka client is answered with.
+    """
+
+    kafka_code: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+
+
+class InvalidProducerEpochError(ProducerError):
+    """A batch from an epoch older than one the partition already holds for its producer id.
+
+    A newer instance of the producer (the same producer id with a bumped epoch)
+    has written since: this one is a zombie and is fenced (Kafka's
+    ``INVALID_PRODUCER_EPOCH``).
+    """
+
+    kafka_code = "INVALID_PRODUCER_EPOCH"
+
+
+class OutOfOrderSequenceError(ProducerError):
+    """A batch whose first sequence number does not follow the producer's last one in the partition.
+
+    The producer skipped a sequence (a batch before this one was lost), or
+    retried a batch older than the five the partition remembers, or started a
+    new epoch at a sequence other than 0 (Kafka's ``OUT_OF_ORDER_SEQUENCE_NUMBER``).
+    """
+
+    kafka_code = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidTxnStateError(ProducerError):
+    """A non-transactional batch from a producer whose transaction in the partition is still open
+    (Kafka's ``INVALID_TXN_STATE``)."""
+
+    kafka_code = "INVALID_TXN_STATE"
+
+
+class CorruptSnapshotError(CorruptionError):
+    """A producer-state snapshot (``<offset>.snapshot``) that fails its CRC-32C or its checks.
+
+    Never raised to a caller of the engine: such a snapshot is ignored with a
+    warning, and the producer state is rebuilt from the ``.log`` files.
     """

@@ -11,7 +11,8 @@ and *the bytes are wrong* (:class:`CorruptionError`)::
     ├── StorageError                   the OS failed an I/O call (wraps the OSError)
     ├── CorruptionError                bytes read from disk are not what was written
     │   ├── CorruptIndexError          an index failed its sanity check
-    │   └── CorruptRecordError         (segments) a batch failed length/CRC/offset checks
+    │   ├── CorruptRecordError         (segments) a batch failed length/CRC/offset checks
+    │   └── CorruptSnapshotError       (engine) a producer-state snapshot failed its CRC or checks
     ├── InvalidOffsetError             an index append whose offset does not increase
     ├── InvalidTimestampError          a time-index append whose timestamp decreases
     ├── IndexFullError                 an append to a full index
@@ -24,7 +25,8 @@ and *the bytes are wrong* (:class:`CorruptionError`)::
     ├── UnsupportedFormatError         (segments) intact batches of an older format (v1)
     ├── (engine) InvalidConfigError, InvalidRecordError, InvalidTopicError,
     │   TopicExistsError, UnknownTopicOrPartitionError, OffsetOutOfRangeError,
-    │   LogDirLockedError, GroupError (CommitFailedError, NonEmptyGroupError)
+    │   LogDirLockedError, GroupError (CommitFailedError, NonEmptyGroupError),
+    │   ProducerError (InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError)
     └── (tools) WorkloadError              a recorded workload that breaks its format
 
 Errors caused by a caller's argument also derive from the matching builtin
