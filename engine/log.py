@@ -43,8 +43,16 @@ from seglog.engine.errors import (
     CorruptRecordError,
     InvalidRecordError,
     OffsetOutOfRangeError,
+    ProducerError,
     RecordTooLargeError,
     SeglogError,
+)
+from seglog.engine.producer_state import (
+    AppendCheck,
+    BatchMetadata,
+    ProducerStateManager,
+    producer_fields_problem,
+    snapshot_file_name,
 )
 from seglog.engine.results import (
     EARLIEST_TIMESTAMP,
@@ -59,6 +67,9 @@ from seglog.engine.retention import RetentionPlan, SegmentSummary, plan_retentio
 from seglog.engine.validate import INT64_MAX, validate_int64, validate_offset, validate_timestamp
 from seglog.segments.batch import (
     HEADER_SIZE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
     BatchHeader,
     LateBody,
     TimestampType,
@@ -72,7 +83,7 @@ from seglog.segments.batch import (
     rebase_batch,
     verify_crc,
 )
-from seglog.segments.fileio import in_thread, run_to_completion
+from seglog.segments.fileio import atomic_write, in_thread, remove, run_to_completion
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment, LogSegments, RollParams
 
@@ -116,13 +127,15 @@ class _PendingAppend:
     base_offset: int = -1  # assigned by the writer
     # A batch merged from small appends: (future, record count, max timestamp) of each, in order.
     members: list[tuple[asyncio.Future[AppendResult], int, int]] | None = None
+    # Retries of this producer batch taken in the same write: answered with its result.
+    followers: list[asyncio.Future[AppendResult]] | None = None
 
     def futures(self) -> list[asyncio.Future[AppendResult]]:
         """The futures of the callers this batch answers."""
         if self.members is not None:
             return [member[0] for member in self.members]
         assert self.future is not None  # only a merged batch has none
-        return [self.future]
+        return [self.future, *self.followers] if self.followers else [self.future]
 
 
 @dataclass(slots=True)
@@ -232,6 +245,11 @@ class PartitionLog:
         # (A new segment's index files are created at full size when first needed: nothing to grow.)
         self._active_indexes_ready = read_only or active_is_new
         self._background: set[asyncio.Task[None]] = set()
+        # Idempotent producers' state (engine.producer_state), up to the log end; snapshotted in
+        # <offset>.snapshot at each roll and at a clean close. The loader replaces it with what it
+        # rebuilt from the files (load_producer_state).
+        self._producers = ProducerStateManager(self._log_end_offset)
+        self._last_snapshot_offset = -1  # offset of the newest snapshot file known to exist (-1: none)
 
     # -- properties ------------------------------------------------------------
 
@@ -344,31 +362,61 @@ class PartitionLog:
 
     # -- append --------------------------------------------------------------------
 
-    async def append(self, records: Sequence[Record]) -> AppendResult:
+    async def append(
+        self,
+        records: Sequence[Record],
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+    ) -> AppendResult:
         """Append ``records`` as one batch with consecutive offsets; returns where they went.
 
         The batch is durable against a process crash when this returns, and
         against power loss too when ``flush_messages`` says so (``1``: every
         append is fsynced before it returns).
 
+        ``producer_id``, ``producer_epoch`` and ``base_sequence`` are those of
+        Kafka's idempotent producer (the Kafka front end passes what a client
+        sent): the batch's records get sequences ``base_sequence`` on, and a
+        batch this producer already wrote (the same epoch and sequences, one of
+        its last five) is not written again: the call returns where it went.
+
         Raises:
             InvalidRecordError: ``records`` is empty, not a sequence of
-                ``Record``, or a field has the wrong type.
+                ``Record``, or a field has the wrong type; producer fields out of range.
             RecordTooLargeError: the encoded batch is larger than
                 ``max_message_bytes`` or ``segment_bytes``.
+            InvalidProducerEpochError, OutOfOrderSequenceError: the producer's
+                batch is refused (an older epoch, a gap in the sequences); nothing is written.
             StorageError: the disk failed; the log is as it was before the call.
             ClosedError: the log or engine was closed.
         """
         self._check_writable()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
-        estimate = None
-        if type(records) is list and 0 < len(records) <= SMALL_APPEND_RECORDS:
+        if producer_id != NO_PRODUCER_ID or producer_epoch != NO_PRODUCER_EPOCH or base_sequence != NO_SEQUENCE:
+            fields: tuple[object, ...] = (producer_id, producer_epoch, base_sequence)
+            if any(type(field) is not int for field in fields):
+                raise InvalidRecordError(
+                    f"{self.topic}-{self.partition}: producer_id, producer_epoch and base_sequence must be ints, "
+                    f"got {fields!r}"
+                )
+            problem = producer_fields_problem(producer_id, producer_epoch, base_sequence)
+            if problem is not None:
+                raise InvalidRecordError(f"{self.topic}-{self.partition}: {problem}")
+            # Never merged with other appends: the batch's header carries the producer's sequences.
+            head, body, header = self._encode(records, producer=(producer_id, producer_epoch, base_sequence))
+            self._pending.append(_PendingAppend(head, body, header, header.size, future))
+        elif type(records) is list and 0 < len(records) <= SMALL_APPEND_RECORDS:
             estimate = _small_estimate(records)
             if estimate is not None:
                 # Encoded by the writer, in one batch with the small appends waiting beside it.
                 self._pending.append(_SmallAppend(records.copy(), estimate, future))
-        if estimate is None:
+            else:
+                head, body, header = self._encode(records)
+                self._pending.append(_PendingAppend(head, body, header, header.size, future))
+        else:
             head, body, header = self._encode(records)
             self._pending.append(_PendingAppend(head, body, header, header.size, future))
         if self._writer is None:
@@ -379,7 +427,10 @@ class PartitionLog:
         return await future
 
     def _encode(
-        self, records: Sequence[Record], now_ms: int | None = None
+        self,
+        records: Sequence[Record],
+        now_ms: int | None = None,
+        producer: tuple[int, int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE),
     ) -> tuple[bytearray, bytes | LateBody, BatchHeader]:
         given: object = records  # callers may pass anything; check before trusting the annotation
         # A list or tuple of records is the common case; the slower ABC check only for anything else.
@@ -393,7 +444,9 @@ class PartitionLog:
             now_ms = _now_ms()
         body: bytes | LateBody
         if len(records) >= LATE_BODY_RECORDS and (
-            planned := plan_batch_parts(0, records, timestamp_type=self._timestamp_type, now_ms=now_ms)
+            planned := plan_batch_parts(
+                0, records, timestamp_type=self._timestamp_type, now_ms=now_ms, producer=producer
+            )
         ):
             # Checked and sized here; the body is written by the append's thread, just before it
             # writes it to the file (PERFORMANCE.md, "Bodies are written where they are encoded").
@@ -403,7 +456,8 @@ class PartitionLog:
         else:
             try:
                 head, body = encode_batch_parts(
-                    0, records, timestamp_type=self._timestamp_type, now_ms=now_ms, packer=self._packer
+                    0, records, timestamp_type=self._timestamp_type, now_ms=now_ms, packer=self._packer,
+                    producer_id=producer[0], producer_epoch=producer[1], base_sequence=producer[2],
                 )
             except (TypeError, ValueError) as exc:
                 raise InvalidRecordError(f"{self.topic}-{self.partition}: {exc}") from exc
@@ -586,8 +640,77 @@ class PartitionLog:
             batches.append(_PendingAppend(head, body, header, header.size, small.future))
         return batches
 
+    def _admit(self, group: list[_PendingAppend]) -> list[_PendingAppend]:
+        """``group`` without the producers' batches that are retries or refused (lock held).
+
+        Each producer batch is checked, in order, against the producer state and
+        the batches admitted before it (engine.producer_state.AppendCheck). A
+        retry of a written batch is answered now with where that batch went; a
+        retry of a batch of this same group is answered when that one is
+        written; a refused batch gets its error. The others keep their order.
+        """
+        for item in group:
+            if item.header.producer_id != NO_PRODUCER_ID:
+                break
+        else:
+            return group  # the common case: no idempotent producer in this write
+        check = AppendCheck(self._producers)
+        admitted: list[_PendingAppend] = []
+        by_first_offset: dict[int, _PendingAppend] = {}
+        next_offset = self._log_end_offset
+        for item in group:
+            header = item.header
+            if header.producer_id != NO_PRODUCER_ID:
+                try:
+                    duplicate = check.check(
+                        header.producer_id, header.producer_epoch, header.base_sequence, next_offset,
+                        header.last_offset_delta, header.max_timestamp, is_transactional=header.is_transactional,
+                    )
+                except ProducerError as exc:
+                    log.info("%s-%d: %s", self.topic, self.partition, exc)
+                    assert item.future is not None  # producer batches are never merged
+                    if not item.future.done():
+                        item.future.set_exception(exc)
+                    continue
+                if duplicate is not None:
+                    self._answer_duplicate(item, duplicate, by_first_offset.get(duplicate.first_offset))
+                    continue
+                by_first_offset[next_offset] = item
+            admitted.append(item)
+            next_offset += header.last_offset_delta + 1
+        return admitted
+
+    def _answer_duplicate(
+        self, item: _PendingAppend, duplicate: BatchMetadata, original: _PendingAppend | None
+    ) -> None:
+        future = item.future
+        assert future is not None  # producer batches are never merged
+        if original is not None:  # a retry of a batch of this write: answered when that one is written
+            if original.followers is None:
+                original.followers = []
+            original.followers.append(future)
+            return
+        log.debug(
+            "%s-%d: producer %d retried the batch of offsets %d..%d: answered with them, not written again",
+            self.topic, self.partition, item.header.producer_id, duplicate.first_offset, duplicate.last_offset,
+        )
+        if not future.done():
+            append_time = duplicate.timestamp if self._timestamp_type is TimestampType.LOG_APPEND_TIME else NO_TIMESTAMP
+            future.set_result(
+                AppendResult(
+                    first_offset=duplicate.first_offset,
+                    last_offset=duplicate.last_offset,
+                    max_timestamp=duplicate.timestamp,
+                    log_append_time=append_time,
+                    log_start_offset=self._log_start_offset,
+                )
+            )
+
     async def _write_group(self, group: list[_PendingAppend]) -> None:
         """Assign offsets, roll when needed, write, advance the log end, resolve futures (lock held)."""
+        group = self._admit(group)
+        if not group:
+            return
         config = self.config
         now_ms = _now_ms()
         next_offset = self._log_end_offset
@@ -701,9 +824,23 @@ class PartitionLog:
         self._wake_readers()
         log_append_time = self._timestamp_type is TimestampType.LOG_APPEND_TIME
         start = self._log_start_offset
+        producers = self._producers
+        producers.map_end_offset = self._log_end_offset
         for item in chunk:
             base, header = item.base_offset, item.header
             append_time = header.max_timestamp if log_append_time else NO_TIMESTAMP
+            if header.producer_id != NO_PRODUCER_ID:
+                producers.load_batch(
+                    header.producer_id, header.producer_epoch, header.base_sequence, base,
+                    header.last_offset_delta, header.max_timestamp, is_transactional=header.is_transactional,
+                )
+                if item.followers:
+                    result = _new_append_result(
+                        (base, base + header.last_offset_delta, header.max_timestamp, append_time, start)
+                    )
+                    for follower in item.followers:
+                        if not follower.done():
+                            follower.set_result(result)
             if item.members is not None:
                 for future, count, max_timestamp in item.members:
                     if not future.done():
@@ -731,10 +868,32 @@ class PartitionLog:
         self._segments.add(segment)
         self._active_indexes_ready = True
         log.info("%s-%d: rolled new segment at offset %d", self.topic, self.partition, new_base)
+        await self._take_snapshot(now_ms, durable=False)
         # Kafka flushes the sealed segment in the background after a roll; the
         # recovery point moves when that flush is done.
         self._spawn(self._flush_up_to(new_base))
         return segment
+
+    async def _take_snapshot(self, now_ms: int, *, durable: bool) -> None:
+        """Write the producer state at the log end to ``<log end>.snapshot`` (lock held), as Kafka does.
+
+        At a roll the file is written without fsync: a snapshot is checked
+        (CRC-32C) when read and one lost or torn is rebuilt from the log, so a
+        roll does not pay two more syncs. A failure is logged, not raised: the
+        snapshot only saves the scan of the log after it at the next open.
+        """
+        end = self._log_end_offset
+        if end == self._last_snapshot_offset:
+            return
+        producers = self._producers
+        producers.map_end_offset = end
+        producers.remove_expired_producers(now_ms)
+        try:
+            await atomic_write(self.directory / snapshot_file_name(end), producers.snapshot(), durable=durable)
+        except SeglogError as exc:
+            log.warning("%s-%d: producer snapshot at offset %d not written: %s", self.topic, self.partition, end, exc)
+            return
+        self._last_snapshot_offset = end
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -1087,6 +1246,8 @@ class PartitionLog:
                 if first is not None and first.base_offset > self._log_start_offset:
                     self._log_start_offset = first.base_offset
                 await self._engine._schedule_segment_deletion(self, segment)
+                # The state at that segment's start is of no use without the segment (Kafka deletes it too).
+                await remove(self.directory / snapshot_file_name(base))
                 deleted += 1
             log.info("%s-%d: retention (%s) deleted %d segment(s)", self.topic, self.partition, plan.reason, deleted)
         return deleted
@@ -1124,6 +1285,10 @@ class PartitionLog:
                 await asyncio.wait({self._opening})
             if flush and not self._read_only:
                 await self._flush_locked(self._log_end_offset)
+                if self._unopened is None:
+                    # Synced when it holds producers: the next open trusts the newest snapshot after a
+                    # clean close, and only an empty state may be assumed when none is found.
+                    await self._take_snapshot(_now_ms(), durable=not self._producers.is_empty)
                 self._closed_as = await self._closing_record()
             self._closed = True
             for task in list(self._background):

@@ -329,7 +329,12 @@ class LateBody:
 
 
 def plan_batch_parts(
-    base_offset: int, records: Sequence[Record], *, timestamp_type: TimestampType, now_ms: int
+    base_offset: int,
+    records: Sequence[Record],
+    *,
+    timestamp_type: TimestampType,
+    now_ms: int,
+    producer: tuple[int, int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE),
 ) -> tuple[bytearray, LateBody] | None:
     """:func:`encode_batch_parts` with the body left to be written later: ``(header, body)``, or None.
 
@@ -345,6 +350,7 @@ def plan_batch_parts(
     the records are not the plain valid case: :func:`encode_batch_parts` then
     encodes them (or raises the documented error). The records are copied
     into a tuple, so a caller changing its list meanwhile changes nothing.
+    ``producer`` is the header's producer id, epoch and base sequence.
     """
     if _fast is None or type(now_ms) is not int or not 0 <= now_ms <= INT64_MAX:
         return None
@@ -360,8 +366,7 @@ def plan_batch_parts(
     if plan is None or plan.size > INT32_MAX - _BATCH_LENGTH_BASE:  # too large: encode_batch_parts decides
         return None
     crc_header = _CRC_RANGE_HEADER.pack(
-        TIMESTAMP_TYPE_BIT if log_append_time else 0, count - 1, plan.base_ts, plan.max_ts,
-        NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count,
+        TIMESTAMP_TYPE_BIT if log_append_time else 0, count - 1, plan.base_ts, plan.max_ts, *producer, count,
     )
     head = _batch_head(base_offset, plan.size, 0, crc_header)  # the CRC is set when the body is written
     return head, LateBody(plan, head, crc_header)

@@ -1045,35 +1045,39 @@ async def replace(src: Path | str, dst: Path | str, *, ops: FileOps | None = Non
     await _path_op(f"rename to {target}", Path(src), ops, rename)
 
 
-def atomic_write_sync(path: Path, data: bytes, ops: FileOps) -> None:
+def atomic_write_sync(path: Path, data: bytes, ops: FileOps, *, durable: bool = True) -> None:
     """The blocking body of :func:`atomic_write`."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = ops.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
         try:
             _pwritev_all(ops, fd, [data], 0)
-            ops.fdatasync(fd)
+            if durable:
+                ops.fdatasync(fd)
         finally:
             ops.close(fd)
         ops.replace(str(tmp), str(path))
-        _fsync_dir_sync(ops, path.parent)
+        if durable:
+            _fsync_dir_sync(ops, path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             ops.unlink(str(tmp))
         raise _storage_error("atomic write", path, exc) from exc
 
 
-async def atomic_write(path: Path | str, data: bytes, *, ops: FileOps | None = None) -> None:
+async def atomic_write(path: Path | str, data: bytes, *, ops: FileOps | None = None, durable: bool = True) -> None:
     """Replace the file at ``path`` with ``data`` atomically and durably (checkpoints).
 
     Writes ``<path>.tmp``, fdatasyncs it, renames it over ``path`` and fsyncs the
     directory, in one hop: after a crash the file holds either the old or the
-    new content, never a mix.
+    new content, never a mix. ``durable=False`` leaves out both syncs: a crash
+    of the process still leaves the old or the new content, a power loss may
+    leave neither (for files checked on read, such as producer snapshots).
 
     Raises:
         StorageError: the OS refused; the old file is untouched then.
     """
-    await in_thread(atomic_write_sync, Path(path), data, ops or _Defaults.ops)
+    await in_thread(atomic_write_sync, Path(path), data, ops or _Defaults.ops, durable=durable)
 
 
 async def read_small_file(path: Path | str, *, ops: FileOps | None = None) -> bytes | None:
