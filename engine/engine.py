@@ -67,6 +67,8 @@ from seglog.engine.groups import GROUPS_DIR, GroupStore
 from seglog.engine.log import PartitionLog, log_task_failure
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
 from seglog.engine.partitioner import KeyPartitioner
+from seglog.engine.producer_ids import ProducerIdManager
+from seglog.engine.producer_state import MAX_PRODUCER_EPOCH
 from seglog.engine.results import AppendResult, RecordMetadata
 from seglog.engine.validate import validate_group, validate_offset, validate_partition, validate_topic
 from seglog.segments.fileio import in_thread
@@ -261,6 +263,7 @@ class Engine:
         self._partitioner = KeyPartitioner()
         self._groups = GroupStore(path / GROUPS_DIR, read_only=read_only)
         self._coordinator = GroupCoordinator(self._groups)
+        self._producer_ids = ProducerIdManager(path)
         self._closed = False
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
@@ -1206,6 +1209,35 @@ class Engine:
             [Record(value, key, timestamp, tuple(headers))]
         )
         return RecordMetadata(topic, partition, result.first_offset, result.max_timestamp)
+
+    # -- idempotent producers --------------------------------------------------------------------
+
+    async def init_producer_id(self, producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+        """``(producer id, epoch)`` for an idempotent producer (Kafka's InitProducerId without a transactional id).
+
+        A new id, never handed out before by this log directory (ids are
+        recorded durably in blocks, ``producer-ids``, so a restart never hands
+        one out again), with epoch 0. A producer that presents the id and epoch
+        it has (KIP-360), for an id this directory handed out and an epoch
+        below 32766, gets the same id with the next epoch: its batches of the
+        older epoch are fenced from then on. Give them to
+        ``PartitionLog.append(..., producer_id=, producer_epoch=, base_sequence=)``,
+        sequences from 0 in each partition.
+
+        Raises:
+            InvalidRecordError: ``producer_id`` or ``producer_epoch`` is not an int.
+            ClosedError: the engine is closed or read-only.
+            StorageError: the id block could not be recorded.
+        """
+        self._check_writable()
+        if type(producer_id) is not int or type(producer_epoch) is not int:
+            raise InvalidRecordError(
+                f"producer_id and producer_epoch must be ints, got {producer_id!r} and {producer_epoch!r}"
+            )
+        # Kafka moves to a new id once the epoch is exhausted (32766 and above).
+        if 0 <= producer_epoch < MAX_PRODUCER_EPOCH - 1 and await self._producer_ids.issued(producer_id):
+            return producer_id, producer_epoch + 1
+        return await self._producer_ids.generate(), 0
 
     # -- consumer groups -------------------------------------------------------------------------
 

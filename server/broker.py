@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Final
@@ -49,8 +48,6 @@ class Broker:
     group_min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
     group_max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS
     _creating: dict[str, asyncio.Future[None]] = field(default_factory=dict)
-    # Producer ids increase across runs too: they start from the time in ms.
-    _next_producer_id: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
 
     def __post_init__(self) -> None:
         if not self.cluster_id:
@@ -99,10 +96,6 @@ class Broker:
             return False
         return True
 
-    def new_producer_id(self) -> int:
-        """A producer id no earlier call (in this run or, clocks permitting, an earlier one) handed out."""
-        self._next_producer_id += 1
-        return self._next_producer_id
 
     def log_of(self, topic: str, partition: int) -> PartitionLog:
         """The partition log; raises ``UnknownTopicOrPartitionError`` like ``Engine.log``."""
@@ -127,6 +120,9 @@ _CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
     (errors.TopicExistsError, ErrorCode.topic_already_exists),
     (errors.InvalidConfigError, ErrorCode.invalid_config),
     (errors.InvalidRecordError, ErrorCode.invalid_record),
+    (errors.InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    (errors.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
+    (errors.InvalidTxnStateError, ErrorCode.invalid_txn_state),
     # A partition closed under the request: its topic was deleted (or the server is stopping).
     (errors.ClosedError, ErrorCode.unknown_topic_or_partition),
     (errors.StorageError, ErrorCode.kafka_storage_error),

@@ -5,6 +5,11 @@ nothing else). It is checked and decoded (``seglog.server.records``) and its rec
 appended to the partition as one engine batch, with their keys, values,
 headers and timestamps; the topic's ``message.timestamp.type`` applies
 (LogAppendTime replaces the timestamps and is returned as ``log_append_time``).
+A batch with a producer id (an idempotent producer) goes to the append with its
+producer id, epoch and base sequence: a retry of a batch already written is
+answered with that batch's offsets and not written again; an older epoch is
+``INVALID_PRODUCER_EPOCH``, a gap in the sequences ``OUT_OF_ORDER_SEQUENCE_NUMBER``
+(the partition's producer state decides: ``seglog.engine.producer_state``).
 The partitions of one request are appended concurrently; requests of one
 connection are served one at a time, so a producer's batches keep their order.
 
@@ -112,7 +117,13 @@ async def _produce(
         if records is None:
             raise CorruptBatchError("the partition's records are null; send one RecordBatch v2")
         batch = decode_batch(records, max_uncompressed_bytes=uncompressed_limit(plog.config))
-        result = await plog.append(batch.records)
+        if batch.producer_id >= 0:  # Kafka's hasProducerId: -1 (or below) is a batch without a producer
+            result = await plog.append(
+                batch.records, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                base_sequence=batch.base_sequence,
+            )
+        else:
+            result = await plog.append(batch.records)
     except SeglogError as exc:
         return failed(error_code_of(exc), str(exc))
     append_time = None
