@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from enginehelpers import read_all, reach
+from enginehelpers import reach, read_all
 
 from seglog.engine import AppendResult, Engine, LogConfig, PartitionLog, Record
 from seglog.engine.errors import (
@@ -115,7 +115,9 @@ async def test_a_refused_batch_does_not_fail_the_appends_written_with_it(engine:
         ({"producer_id": "42", "producer_epoch": 0, "base_sequence": 0}, "must be ints"),
     ],
 )
-async def test_producer_fields_out_of_range_are_refused(engine: Engine, fields: dict[str, object], problem: str) -> None:
+async def test_producer_fields_out_of_range_are_refused(
+    engine: Engine, fields: dict[str, object], problem: str
+) -> None:
     with pytest.raises(InvalidRecordError, match=problem):
         await engine.log("t", 0).append(_records("a"), **fields)  # type: ignore[arg-type]
 
