@@ -60,10 +60,12 @@ __all__ = [
     "ProducerAppendInfo",
     "ProducerStateEntry",
     "ProducerStateManager",
+    "SnapshotPlan",
     "decode_snapshot",
     "decrement_sequence",
     "encode_snapshot",
     "increment_sequence",
+    "plan_snapshot_load",
     "producer_fields_problem",
     "snapshot_file_name",
     "snapshot_offset_of",
@@ -467,6 +469,50 @@ class AppendCheck:
 
 
 # ------------------------------------------------------------------------------------ snapshot files
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPlan:
+    """Which snapshots of a partition to use and which to delete when it is opened (Kafka's ``LogLoader``)."""
+
+    candidates: tuple[int, ...]
+    """Offsets of the snapshots to try, newest first: the first that reads back is loaded."""
+    delete: tuple[int, ...]
+    """Snapshots of no use: past the log end (the log was cut shorter), below the log start, or stray."""
+    assume_empty: bool
+    """No snapshot at all after a clean shutdown: a directory from before snapshots, whose batches carry
+    no producer (an empty state at the log end, without reading the log)."""
+
+
+def plan_snapshot_load(
+    snapshot_offsets: Iterable[int],
+    segment_base_offsets: Iterable[int],
+    *,
+    log_start_offset: int,
+    log_end_offset: int,
+    clean_shutdown: bool,
+) -> SnapshotPlan:
+    """Decide how a partition's producer state is loaded from its snapshot files.
+
+    A snapshot is of use when its offset lies in ``[log_start_offset,
+    log_end_offset]`` and is a segment's base offset (written at a roll), or
+    is the newest one and above every base offset (written at a clean close);
+    the others are stray (Kafka's ``removeStraySnapshots``) or were cut off
+    with the log (a recovery truncated it, ``truncateAndReload``).
+    """
+    offsets = sorted(set(snapshot_offsets))
+    bases = set(segment_base_offsets)
+    last_base = max(bases, default=-1)
+    keep: list[int] = []
+    delete: list[int] = []
+    for offset in offsets:
+        in_range = log_start_offset <= offset <= log_end_offset
+        is_close_snapshot = offset == offsets[-1] and offset > last_base
+        (keep if in_range and (offset in bases or is_close_snapshot) else delete).append(offset)
+    return SnapshotPlan(tuple(reversed(keep)), tuple(delete), clean_shutdown and not offsets)
+
+
+# ------------------------------------------------------------------------------------ snapshot file names
 
 
 def snapshot_file_name(offset: int) -> str:

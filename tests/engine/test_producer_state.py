@@ -33,6 +33,7 @@ from seglog.engine.producer_state import (
     decrement_sequence,
     encode_snapshot,
     increment_sequence,
+    plan_snapshot_load,
     producer_fields_problem,
     snapshot_file_name,
     snapshot_offset_of,
@@ -423,3 +424,38 @@ def test_a_client_append_info_checks_and_a_log_append_info_does_not() -> None:
     lenient.append_data_batch(4, 9, 9, 0, 1, 1)
     manager.update(lenient)
     assert manager.producers[PID].producer_epoch == 4
+
+
+# ------------------------------------------------------------------------------------------ which snapshots
+
+
+def test_the_newest_snapshot_is_tried_first_and_each_roll_snapshot_is_kept() -> None:
+    plan = plan_snapshot_load([0, 100, 200, 250], [0, 100, 200], log_start_offset=0, log_end_offset=250,
+                              clean_shutdown=True)
+    assert plan.candidates == (250, 200, 100, 0) and plan.delete == () and not plan.assume_empty
+
+
+def test_snapshots_past_a_truncated_log_end_are_deleted() -> None:
+    plan = plan_snapshot_load([100, 200, 250], [0, 100, 200], log_start_offset=0, log_end_offset=180,
+                              clean_shutdown=False)
+    assert plan.candidates == (100,) and plan.delete == (200, 250)
+
+
+def test_stray_snapshots_are_deleted_but_the_close_snapshot_above_every_segment_is_kept() -> None:
+    plan = plan_snapshot_load([50, 120, 230, 250], [0, 100, 200], log_start_offset=0, log_end_offset=260,
+                              clean_shutdown=True)
+    assert plan.candidates == (250,) and plan.delete == (50, 120, 230)
+
+
+def test_snapshots_below_the_log_start_are_deleted() -> None:
+    plan = plan_snapshot_load([0, 100, 200], [100, 200], log_start_offset=150, log_end_offset=300,
+                              clean_shutdown=False)
+    assert plan.candidates == (200,) and plan.delete == (0, 100)
+
+
+def test_no_snapshot_after_a_clean_shutdown_means_an_empty_state_and_after_a_crash_a_scan() -> None:
+    clean = plan_snapshot_load([], [0, 100], log_start_offset=0, log_end_offset=150, clean_shutdown=True)
+    crashed = plan_snapshot_load([], [0, 100], log_start_offset=0, log_end_offset=150, clean_shutdown=False)
+    assert clean.assume_empty and not crashed.assume_empty
+    only_stray = plan_snapshot_load([400], [0, 100], log_start_offset=0, log_end_offset=150, clean_shutdown=True)
+    assert not only_stray.assume_empty and only_stray.delete == (400,)
