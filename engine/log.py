@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
@@ -41,18 +42,24 @@ from seglog.engine.config import LogConfig
 from seglog.engine.errors import (
     ClosedError,
     CorruptRecordError,
+    CorruptSnapshotError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     ProducerError,
     RecordTooLargeError,
     SeglogError,
+    StorageError,
 )
 from seglog.engine.producer_state import (
+    MAX_SNAPSHOT_BYTES,
     AppendCheck,
     BatchMetadata,
     ProducerStateManager,
+    decode_snapshot,
+    plan_snapshot_load,
     producer_fields_problem,
     snapshot_file_name,
+    snapshot_offset_of,
 )
 from seglog.engine.results import (
     EARLIEST_TIMESTAMP,
@@ -83,7 +90,7 @@ from seglog.segments.batch import (
     rebase_batch,
     verify_crc,
 )
-from seglog.segments.fileio import atomic_write, in_thread, remove, run_to_completion
+from seglog.segments.fileio import atomic_write, default_ops, in_thread, list_dir, remove, run_to_completion
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment, LogSegments, RollParams
 
@@ -246,10 +253,13 @@ class PartitionLog:
         self._active_indexes_ready = read_only or active_is_new
         self._background: set[asyncio.Task[None]] = set()
         # Idempotent producers' state (engine.producer_state), up to the log end; snapshotted in
-        # <offset>.snapshot at each roll and at a clean close. The loader replaces it with what it
-        # rebuilt from the files (load_producer_state).
+        # <offset>.snapshot at each roll and at a clean close. Loaded from the snapshots and the log the
+        # first time the writer needs it (_ready_producers): most partitions never see a producer id.
         self._producers = ProducerStateManager(self._log_end_offset)
+        self._producers_loaded = read_only
+        self._clean_open = unopened is not None  # its files as the last run's clean close left them
         self._last_snapshot_offset = -1  # offset of the newest snapshot file known to exist (-1: none)
+        self._end_at_open = self._log_end_offset if unopened is None else -1  # the log end at the files' open
 
     # -- properties ------------------------------------------------------------
 
@@ -359,6 +369,7 @@ class PartitionLog:
         self._log_start_offset = min(max(self._log_start_offset, first.base_offset), end)
         self._recovery_point = min(self._recovery_point, end)
         self._unopened = None
+        self._end_at_open = end
 
     # -- append --------------------------------------------------------------------
 
@@ -640,6 +651,69 @@ class PartitionLog:
             batches.append(_PendingAppend(head, body, header, header.size, small.future))
         return batches
 
+    async def _ready_producers(self) -> ProducerStateManager:
+        """The producer state up to the log end, loaded on first need (lock held), as Kafka's ``LogLoader``.
+
+        The newest snapshot that reads back is loaded (one that does not --
+        a CRC-32C mismatch, values no writer produces -- is logged, deleted and
+        the next older one tried), then the batch headers after it are read up
+        to the log end. Snapshots past the log end (a recovery cut the log
+        shorter), below the log start or of no segment are deleted first. With
+        no snapshot at all the whole log is read, once: the snapshot written
+        at the next roll or clean close bounds the next load.
+        """
+        if self._producers_loaded:
+            return self._producers
+        if self._unopened is not None:
+            await self._open()
+        directory = self.directory
+        start, end = self._log_start_offset, self._log_end_offset
+        offsets = [o for name in await list_dir(directory) if (o := snapshot_offset_of(name)) is not None]
+        plan = plan_snapshot_load(
+            offsets, self._segments.base_offsets(), log_start_offset=start, log_end_offset=end,
+            clean_shutdown=self._clean_open,
+        )
+        for offset in plan.delete:
+            await remove(directory / snapshot_file_name(offset))
+        producers = ProducerStateManager(start)
+        now_ms = _now_ms()
+        if plan.assume_empty:
+            # Cleanly closed with no snapshot at all: written by a seglog from before producer state
+            # (its batches carry no producer id), or every snapshot was lost to a power cut after the
+            # close -- which syncs a snapshot that holds producers, so the state was empty.
+            start = end
+        for offset in plan.candidates:
+            path = directory / snapshot_file_name(offset)
+            try:
+                entries = decode_snapshot(await in_thread(_read_snapshot, path), offset)
+            except CorruptSnapshotError as exc:
+                log.warning("%s: %s; ignored (deleted), the producer state is rebuilt from the log", path, exc)
+                await remove(path)
+                continue
+            producers.load_snapshot(entries, offset, now_ms=now_ms)
+            self._last_snapshot_offset = max(self._last_snapshot_offset, offset)
+            start = offset
+            break
+        if start < end:
+
+            def visit(header: BatchHeader) -> None:  # in the read's thread; nothing else uses producers yet
+                producers.load_batch(
+                    header.producer_id, header.producer_epoch, header.base_sequence, header.base_offset,
+                    header.last_offset_delta, header.max_timestamp, is_transactional=header.is_transactional,
+                    is_control=header.is_control,
+                )
+
+            for segment in self._segments.values(start, end):
+                await segment.visit_batch_headers(start, end, visit)
+            log.info(
+                "%s-%d: producer state rebuilt from offset %d to %d (%d producers)",
+                self.topic, self.partition, start, end, len(producers.producers),
+            )
+        producers.map_end_offset = end
+        self._producers = producers
+        self._producers_loaded = True
+        return producers
+
     def _admit(self, group: list[_PendingAppend]) -> list[_PendingAppend]:
         """``group`` without the producers' batches that are retries or refused (lock held).
 
@@ -649,11 +723,6 @@ class PartitionLog:
         retry of a batch of this same group is answered when that one is
         written; a refused batch gets its error. The others keep their order.
         """
-        for item in group:
-            if item.header.producer_id != NO_PRODUCER_ID:
-                break
-        else:
-            return group  # the common case: no idempotent producer in this write
         check = AppendCheck(self._producers)
         admitted: list[_PendingAppend] = []
         by_first_offset: dict[int, _PendingAppend] = {}
@@ -708,7 +777,9 @@ class PartitionLog:
 
     async def _write_group(self, group: list[_PendingAppend]) -> None:
         """Assign offsets, roll when needed, write, advance the log end, resolve futures (lock held)."""
-        group = self._admit(group)
+        if any(item.header.producer_id != NO_PRODUCER_ID for item in group):
+            await self._ready_producers()
+            group = self._admit(group)
         if not group:
             return
         config = self.config
@@ -885,7 +956,7 @@ class PartitionLog:
         end = self._log_end_offset
         if end == self._last_snapshot_offset:
             return
-        producers = self._producers
+        producers = await self._ready_producers()
         producers.map_end_offset = end
         producers.remove_expired_producers(now_ms)
         try:
@@ -1285,9 +1356,10 @@ class PartitionLog:
                 await asyncio.wait({self._opening})
             if flush and not self._read_only:
                 await self._flush_locked(self._log_end_offset)
-                if self._unopened is None:
-                    # Synced when it holds producers: the next open trusts the newest snapshot after a
-                    # clean close, and only an empty state may be assumed when none is found.
+                if self._unopened is None and (self._producers_loaded or self._log_end_offset != self._end_at_open):
+                    # Synced when it holds producers (an empty state lost to a power cut is rebuilt as
+                    # cheaply as it is read). A partition nothing was appended to since its files were
+                    # opened keeps the snapshots it had: they describe it still.
                     await self._take_snapshot(_now_ms(), durable=not self._producers.is_empty)
                 self._closed_as = await self._closing_record()
             self._closed = True
@@ -1354,6 +1426,31 @@ class PartitionLog:
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         if not getattr(self, "_closed", True):
             _warn(f"unclosed {self!r}", ResourceWarning, stacklevel=2, source=self)
+
+
+def _read_snapshot(path: Path) -> bytes:
+    """The bytes of a snapshot file (blocking); one too large to be one is refused before it is read.
+
+    Raises:
+        CorruptSnapshotError: larger than ``MAX_SNAPSHOT_BYTES``, or gone (removed under the open).
+        StorageError: the OS refused.
+    """
+    ops = default_ops()
+    try:
+        fd = ops.open(str(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError as exc:
+        raise CorruptSnapshotError("the file is gone") from exc
+    except OSError as exc:
+        raise StorageError(f"{path}: open failed: {exc.strerror or exc}") from exc
+    try:
+        size = ops.fstat_size(fd)
+        if size > MAX_SNAPSHOT_BYTES:
+            raise CorruptSnapshotError(f"{size} bytes, more than a snapshot can hold ({MAX_SNAPSHOT_BYTES})")
+        return bytes(ops.pread(fd, size, 0))
+    except OSError as exc:
+        raise StorageError(f"{path}: read failed: {exc.strerror or exc}") from exc
+    finally:
+        ops.close(fd)
 
 
 def log_task_failure(task: asyncio.Task[Any], *, where: str = "") -> None:

@@ -51,6 +51,7 @@ from seglog.segments.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",
+    "MAX_SNAPSHOT_BYTES",
     "NUM_BATCHES_TO_RETAIN",
     "PRODUCER_ID_EXPIRATION_MS",
     "SNAPSHOT_SUFFIX",
@@ -88,6 +89,9 @@ _SNAPSHOT_PRODUCER: Final = struct.Struct(">qhiqqb")  # part of the format: id, 
 _SNAPSHOT_BATCH: Final = struct.Struct(">iqiq")  # part of the format: last seq, last offset, delta, timestamp
 _CRC_START: Final = 6  # part of the format: the CRC-32C covers every byte after the version and the CRC
 _MAX_OFFSET: Final = 2**63 - 1
+# A snapshot larger than this is not read (it is garbage: a million producers take ~31 MiB plus 24 bytes
+# for each batch they remember).
+MAX_SNAPSHOT_BYTES: Final = 256 << 20
 
 
 def increment_sequence(sequence: int, increment: int) -> int:

@@ -1151,6 +1151,35 @@ class LogSegment:
         end = self._log.size
         return await self._log.run_read(lambda pread: self._locate(pread, offset, start, end, entry_offset))
 
+    async def visit_batch_headers(
+        self, start_offset: int, end_offset: int, visit: Callable[[BatchHeader], None]
+    ) -> None:
+        """Call ``visit`` with the header of each batch holding offsets in ``[start_offset, end_offset)``, in order.
+
+        Only headers are read (checked as a read checks them; bodies are skipped),
+        in an executor thread, where ``visit`` runs too: it must not touch the
+        event loop. For state kept per batch, such as an idempotent producer's,
+        rebuilt without decoding records.
+
+        Raises:
+            CorruptRecordError: a batch header on the way is corrupt.
+            StorageError, ClosedError.
+        """
+        self._check_open()
+        offset_index = await self._loaded_offset_index()
+        entry = offset_index.lookup(start_offset) if offset_index else None
+        start, entry_offset = (entry.position, entry.offset) if entry is not None and entry.position > 0 else (0, None)
+        end = self._log.size
+
+        def work(pread: PRead) -> None:
+            for _, header in _walk_headers(pread, start, end, self._log.path, entry_offset):
+                if header.base_offset >= end_offset:
+                    return
+                if header.last_offset >= start_offset:
+                    visit(header)
+
+        await self._log.run_read(work)
+
     async def read(
         self,
         start_offset: int,

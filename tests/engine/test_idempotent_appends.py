@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,82 @@ async def test_a_read_only_engine_hands_out_no_producer_id(tmp_path: Path) -> No
     async with Engine.open(tmp_path / "data", read_only=True) as engine:
         with pytest.raises(ClosedError, match="read-only"):
             await engine.init_producer_id()
+
+
+# ------------------------------------------------------------------------------------------ across restarts
+
+
+async def _produce(log: PartitionLog, first_seq: int, *values: str) -> AppendResult:
+    return await log.append(_records(*values), producer_id=PID, producer_epoch=0, base_sequence=first_seq)
+
+
+def _crash_copy(source: Path, target: Path) -> Path:
+    """The files of an open engine as a kill -9 would leave them: no clean-shutdown marker, no close snapshot."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".lock"))
+    return target
+
+
+@pytest.mark.parametrize("stop", ["clean", "crash"])
+async def test_a_retry_after_a_restart_is_answered_with_its_offsets(tmp_path: Path, stop: str) -> None:
+    config = LogConfig(segment_bytes=4096)
+    async with Engine.open(tmp_path / "data", config) as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        for n in range(4):  # two rolls: the newest snapshot at a roll, a batch after it
+            await _produce(log, n, f"v{n}")
+            if n in (0, 2):
+                await log.roll()
+        data = tmp_path / "data" if stop == "clean" else _crash_copy(tmp_path / "data", tmp_path / "crashed")
+    async with Engine.open(data, config) as engine:
+        log = engine.log("t", 0)
+        for n in range(4):  # every batch of the last five is known again, whichever way it was restored
+            again = await _produce(log, n, f"v{n}")
+            assert (again.first_offset, again.last_offset) == (n, n)
+        with pytest.raises(OutOfOrderSequenceError):
+            await _produce(log, 9, "gap")
+        assert (await _produce(log, 4, "v4")).first_offset == 4
+        assert [r.value for r in await read_all(log)] == [b"v0", b"v1", b"v2", b"v3", b"v4"]
+
+
+async def test_a_corrupt_snapshot_is_ignored_with_a_warning_and_the_state_rebuilt_from_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await _produce(log, 0, "a")
+        await _produce(log, 1, "b")
+        directory = log.directory
+    snapshot = directory / snapshot_file_name(2)
+    raw = bytearray(snapshot.read_bytes())
+    raw[-1] ^= 0xFF
+    snapshot.write_bytes(bytes(raw))
+    with caplog.at_level(logging.WARNING, logger="seglog"):
+        async with Engine.open(tmp_path / "data") as engine:
+            log = engine.log("t", 0)
+            assert (await _produce(log, 0, "a")).first_offset == 0  # still known: rebuilt from the .log
+            assert (await _produce(log, 2, "c")).first_offset == 2
+    assert "CRC-32C mismatch" in caplog.text and "rebuilt from the log" in caplog.text
+
+
+async def test_snapshots_past_a_log_cut_short_by_recovery_are_deleted(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await _produce(log, 0, "a")
+        await log.roll()
+        await _produce(log, 1, "b")
+        directory = log.directory
+    crashed = _crash_copy(tmp_path / "data", tmp_path / "crashed") / directory.name
+    (crashed.parent / ".clean-shutdown").unlink(missing_ok=True)
+    second = crashed / f"{1:020d}.log"
+    second.write_bytes(second.read_bytes()[:-3])  # a torn last batch: recovery cuts it, the log ends at 1
+    assert (crashed / snapshot_file_name(2)).exists()
+    async with Engine.open(crashed.parent) as engine:
+        log = engine.log("t", 0)
+        assert log.log_end_offset == 1
+        result = await _produce(log, 1, "b")  # not a duplicate any more: its batch was cut off
+        assert result.first_offset == 1
+        assert not (crashed / snapshot_file_name(2)).exists()  # deleted when the state was loaded
+    # The clean close writes the state at offset 2 again: the new batch "b".
+    assert decode_snapshot((crashed / snapshot_file_name(2)).read_bytes(), 2)[0].last_data_offset == 1
