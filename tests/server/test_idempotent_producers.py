@@ -10,7 +10,13 @@ that every record is in the log exactly once, in order.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import select
+import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,3 +127,58 @@ async def test_a_produce_retried_after_a_lost_answer_is_stored_once(client: str,
     assert drop.dropped == 1, "the answer to a Produce was never dropped: the retry was not forced"
     assert drop.produces > ROUNDS, "the client did not send the dropped batch again"
     assert await _stored(log_dir) == _values()
+
+
+# -- across a SIGKILL of `seglog serve` ---------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _start(command: list[str]) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], 60)
+    line = process.stdout.readline().decode() if ready else ""
+    assert line.startswith("listening on 127.0.0.1:"), (line, process.poll())
+    return process
+
+
+def _stop(process: subprocess.Popen[bytes]) -> str:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=TIMEOUT_S)
+    return err.decode()
+
+
+def test_a_produce_stored_before_a_sigkill_is_not_stored_again_by_the_restarted_server(tmp_path: Path) -> None:
+    """librdkafka's idempotent producer retries, across a kill -9 and restart, a batch the dead server stored."""
+    need("confluent-kafka")
+    log_dir, port = tmp_path / "data", _free_port()
+    serve = ["serve", "--log-dir", str(log_dir), "--listen", f"127.0.0.1:{port}"]
+    killed = _start([sys.executable, str(Path(__file__).with_name("serve_killed_after_store.py")), "2", *serve])
+    restarted: subprocess.Popen[bytes] | None = None
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            producing = pool.submit(_confluent, f"127.0.0.1:{port}")
+            _, err = killed.communicate(timeout=TIMEOUT_S)
+            assert killed.returncode == -signal.SIGKILL, err
+            assert "killing myself after storing produce 2" in err.decode()
+            restarted = _start([*_seglog(), *serve])
+            producing.result(timeout=2 * TIMEOUT_S)
+        err = _stop(restarted)
+        assert restarted.returncode == 0, err
+    finally:
+        for process in (killed, restarted):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert asyncio.run(_stored(log_dir)) == _values()
+
+
+def _seglog() -> list[str]:
+    script = Path(sys.executable).parent / "seglog"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "seglog.tools.cli"]
