@@ -749,6 +749,19 @@ class PartitionLog:
             next_offset += header.last_offset_delta + 1
         return admitted
 
+    def _refuse_producer_batches(self, group: list[_PendingAppend], exc: SeglogError) -> list[_PendingAppend]:
+        log.warning(
+            "%s-%d: the producer state could not be loaded, idempotent producers' batches are refused: %s",
+            self.topic, self.partition, exc,
+        )
+        kept: list[_PendingAppend] = []
+        for item in group:
+            if item.header.producer_id == NO_PRODUCER_ID:
+                kept.append(item)
+            elif item.future is not None and not item.future.done():
+                item.future.set_exception(exc)
+        return kept
+
     def _answer_duplicate(
         self, item: _PendingAppend, duplicate: BatchMetadata, original: _PendingAppend | None
     ) -> None:
@@ -778,8 +791,14 @@ class PartitionLog:
     async def _write_group(self, group: list[_PendingAppend]) -> None:
         """Assign offsets, roll when needed, write, advance the log end, resolve futures (lock held)."""
         if any(item.header.producer_id != NO_PRODUCER_ID for item in group):
-            await self._ready_producers()
-            group = self._admit(group)
+            try:
+                await self._ready_producers()
+            except SeglogError as exc:
+                # Without the producers' state no producer batch can be told from a retry: those fail
+                # (the next write tries the load again); the appends without a producer go on.
+                group = self._refuse_producer_batches(group, exc)
+            else:
+                group = self._admit(group)
         if not group:
             return
         config = self.config
@@ -956,10 +975,10 @@ class PartitionLog:
         end = self._log_end_offset
         if end == self._last_snapshot_offset:
             return
-        producers = await self._ready_producers()
-        producers.map_end_offset = end
-        producers.remove_expired_producers(now_ms)
         try:
+            producers = await self._ready_producers()
+            producers.map_end_offset = end
+            producers.remove_expired_producers(now_ms)
             await atomic_write(self.directory / snapshot_file_name(end), producers.snapshot(), durable=durable)
         except SeglogError as exc:
             log.warning("%s-%d: producer snapshot at offset %d not written: %s", self.topic, self.partition, end, exc)

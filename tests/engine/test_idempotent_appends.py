@@ -24,6 +24,7 @@ from seglog.engine.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
+    StorageError,
 )
 from seglog.engine.producer_ids import BLOCK_SIZE, PRODUCER_IDS_FILE
 from seglog.engine.producer_state import decode_snapshot, snapshot_file_name
@@ -268,3 +269,24 @@ async def test_snapshots_past_a_log_cut_short_by_recovery_are_deleted(tmp_path: 
         assert not (crashed / snapshot_file_name(2)).exists()  # deleted when the state was loaded
     # The clean close writes the state at offset 2 again: the new batch "b".
     assert decode_snapshot((crashed / snapshot_file_name(2)).read_bytes(), 2)[0].last_data_offset == 1
+
+
+async def test_a_producer_state_that_cannot_be_loaded_refuses_only_producer_batches(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await _produce(log, 0, "a")
+        directory = log.directory
+    snapshot = directory / snapshot_file_name(1)
+    snapshot.unlink()
+    snapshot.mkdir()  # cannot be read: the OS refuses, which is not a corrupt snapshot to skip
+    with caplog.at_level(logging.WARNING, logger="seglog"):
+        async with Engine.open(tmp_path / "data") as engine:
+            log = engine.log("t", 0)
+            results = await _in_one_write(log, [_produce(log, 1, "b"), log.append(_records("plain"))])
+            assert isinstance(results[0], StorageError)
+            assert isinstance(results[1], AppendResult) and results[1].first_offset == 1
+    assert "could not be loaded" in caplog.text
+    assert "producer snapshot at offset 2 not written" in caplog.text  # the close goes on without it
