@@ -50,6 +50,7 @@ __all__ = [
     "FileOps",
     "LateBuffer",
     "PRead",
+    "TMP_SUFFIX",
     "SegmentFile",
     "atomic_write",
     "default_ops",
@@ -115,6 +116,7 @@ PRead = Callable[[int, int], "bytes | bytearray"]
 _RWF_NOWAIT: Final[int | None] = getattr(os, "RWF_NOWAIT", None)
 _IOV_MAX: Final = 1024  # Linux's limit on buffers per writev call (sysconf SC_IOV_MAX)
 _FILE_MODE: Final = 0o644
+TMP_SUFFIX: Final = ".tmp"  # part of the on-disk layout: an atomic write's temp file, removed at open if left over
 
 
 def _call(fn: Callable[[], _T]) -> _T:
@@ -1047,7 +1049,7 @@ async def replace(src: Path | str, dst: Path | str, *, ops: FileOps | None = Non
 
 def atomic_write_sync(path: Path, data: bytes, ops: FileOps) -> None:
     """The blocking body of :func:`atomic_write`."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
         fd = ops.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
         try:

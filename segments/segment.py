@@ -63,10 +63,10 @@ from seglog.segments.fileio import (
     remove,
     run_to_completion,
 )
+from seglog.segments.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix
 from seglog.segments.records import Record
 
 __all__ = [
-    "LOG_SUFFIX",
     "NO_TIMESTAMP",
     "FetchData",
     "FollowScan",
@@ -75,13 +75,8 @@ __all__ = [
     "LogSegment",
     "LogSegments",
     "RollParams",
-    "filename_prefix",
 ]
 
-LOG_SUFFIX: Final = ".log"  # part of the format: file-name suffixes (docs/FORMAT.md §1)
-INDEX_SUFFIX: Final = ".index"
-TIME_INDEX_SUFFIX: Final = ".timeindex"
-TXN_INDEX_SUFFIX: Final = ".txnindex"
 NO_TIMESTAMP: Final = -1  # Kafka's RecordBatch.NO_TIMESTAMP
 FIRST_BATCH_TIMESTAMP_UNKNOWN: Final = 2**63 - 1  # Kafka's Long.MAX_VALUE for "no first batch timestamp"
 # Reads that walk batch headers fetch this much at a time: between two offset-index entries there
@@ -101,11 +96,6 @@ _RECOVERY_CHUNK: Final = 4 * 1024 * 1024
 _BATCH_LENGTH = struct.Struct(">i")
 _log = logging.getLogger("seglog")
 _EMPTY: Final = memoryview(b"")
-
-
-def filename_prefix(offset: int) -> str:
-    """The file-name stem of a segment: its base offset, zero-padded to 20 digits (Kafka's rule)."""
-    return f"{offset:020d}"
 
 
 class RollParams(NamedTuple):
