@@ -204,8 +204,10 @@ class Unopened:
 class LogOwner(Protocol):
     """What a :class:`PartitionLog` asks of whoever owns it (the ``Engine``), and nothing more."""
 
-    async def open_files(self, directory: Path, config: LogConfig, unopened: Unopened) -> LoadedLog:
-        """Open (checking the record against them, recovering if they disagree) a partition's files."""
+    async def open_files(
+        self, topic: str, partition: int, directory: Path, config: LogConfig, unopened: Unopened
+    ) -> LoadedLog:
+        """Open a partition's files, check the record against them (recovering where they disagree)."""
 
     async def log_start_moved(self) -> None:
         """Checkpoint the log start offsets: one of this owner's partitions moved its own."""
@@ -396,7 +398,7 @@ class PartitionLog:
             raise ClosedError(f"{self.topic}-{self.partition} {what}")
         # The owner checks the record against the files (a disagreement recovers the partition as after
         # an unclean stop) and makes whatever it recovered durable before handing the segments over.
-        loaded = await self._owner.open_files(self.directory, self.config, record)
+        loaded = await self._owner.open_files(self.topic, self.partition, self.directory, self.config, record)
         if self._closed:  # closed meanwhile (close waits for this task; belt and braces)
             for segment in loaded.segments.values():
                 with contextlib.suppress(Exception):

@@ -552,7 +552,8 @@ class LogSegment:
             StorageError, ClosedError.
         """
         self._check_open()
-        return self._log.read_in_thread(partial(_probe_first_header, self._log.size))
+        # Transient: a sealed segment's deferred descriptor stays unopened (as a clean open leaves it).
+        return self._log.read_in_thread(partial(_probe_first_header, self._log.size), transient=True)
 
     async def first_batch(self) -> BatchHeader | None:
         """:meth:`first_batch_in_thread` in an executor thread."""
@@ -875,6 +876,8 @@ class LogSegment:
         entries = offset_index.entries
         for slot in {0, entries - 1} if entries else ():
             entry = offset_index.entry(slot)
+            if entry.position < 0:  # a relative position is an int32 on disk: random bytes can make it negative
+                return f"offset-index entry {slot} points at position {entry.position}, before the start"
             head = pread(entry.position, HEADER_SIZE) if entry.position < size else b""
             if len(head) < HEADER_SIZE:
                 return f"offset-index entry {slot} points at position {entry.position}, past the end ({size})"

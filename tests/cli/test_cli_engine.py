@@ -219,12 +219,13 @@ def test_recover_dry_run_predicts_what_recover_does(cli: Cli, data: Path, monkey
     truncate(last.log_path, positions[-1] + 7)  # a torn write
     plan = json.loads(cli("recover", data, "--dry-run", "--json").out)
     p1 = next(p for p in plan["partitions"] if p["partition"] == 1)
-    assert p1["segments"][-1]["action"] == "truncate" and p1["segments"][-1]["truncate_to"] == positions[-1]
+    assert p1["segments"][-1]["action"] == "truncate" and p1["segments"][-1]["valid_bytes"] == positions[-1]
     r = cli("recover", data, "--json")
     assert r.code == 0, r
+    assert json.loads(r.out)["partitions"] == plan["partitions"]  # what the dry run said, segment by segment
     assert inspect.verify(data).ok
     after = {p.partition: p.log_end_offset for p in inspect.describe_log_dir(data).partitions}
-    assert after[1] == p1["log_end_offset_after"]
+    assert after[1] == p1["log_end_offset"]
 
 
 # ------------------------------------------------------------------------------------------ real processes
