@@ -55,7 +55,7 @@ from seglog.engine.errors import (
 from seglog.engine.inspect import scan_segment
 from seglog.engine.log import LoadedLog, LogOwner, PartitionLog, Unopened, new_segment
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
-from seglog.engine.topics import TOPIC_FILE, TopicState, parse_topic_file
+from seglog.engine.topics import TopicState, parse_topic_file
 from seglog.segments.batch import BatchHeader
 from seglog.segments.fileio import in_thread
 from seglog.segments.files import STRAY_SUFFIX, list_partition_dir, remove_leftovers_sync
@@ -1008,7 +1008,7 @@ async def load_log_dir(
 def topic_of(load: LogDirLoad, topic: str, partition: int, meta: bytes | None) -> TopicState:
     """The state of ``topic`` in ``load.topics`` (or a new one) as partition ``partition``'s ``topic.json`` has it."""
     return parse_topic_file(topic, partition, meta, default=load.config, existing=load.topics.get(topic),
-                            where=load.path / partition_dir_name(topic, partition) / TOPIC_FILE)
+                            log_dir=load.path)
 
 
 async def _remove_half_made_topics(
@@ -1150,8 +1150,7 @@ def dry_run_recovery(
     topics: dict[str, TopicState] = {}
     for (topic, partition), meta in sorted(listing.partition_dirs.items()):
         if meta is not None and topic not in topics:
-            topics[topic] = parse_topic_file(topic, partition, meta, default=default, existing=None,
-                                             where=root / partition_dir_name(topic, partition) / TOPIC_FILE)
+            topics[topic] = parse_topic_file(topic, partition, meta, default=default, existing=None, log_dir=root)
     plan = RecoveryPlan(root, listing.clean_shutdown, force, problem)
     now_ms = _now_ms()
     for key in sorted(listing.partition_dirs):

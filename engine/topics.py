@@ -20,6 +20,7 @@ from typing import Any, Final
 from seglog.engine._fs import TOPIC_FILE
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import InvalidConfigError, TopicExistsError
+from seglog.engine.names import partition_dir_name
 from seglog.engine.validate import validate_partition
 
 __all__ = [
@@ -123,15 +124,15 @@ def parse_topic_file(
     *,
     default: LogConfig,
     existing: TopicState | None,
-    where: Path,
+    log_dir: Path,
 ) -> TopicState:
     """The state of ``topic`` as partition ``partition``'s ``topic.json`` (``data``; ``None``: none read) has it.
 
     ``existing``: the state already built from another partition's file, which
     keeps its config (every partition holds the same file) and grows its
     partition count to cover this one. A file that does not parse, or holds an
-    invalid config, is logged (naming ``where``) and the engine's ``default``
-    config is used: a hint the engine can live without.
+    invalid config, is logged (naming it, under ``log_dir``) and the engine's
+    ``default`` config is used: a hint the engine can live without.
     """
     overrides: dict[str, Any] = {}
     partitions = partition + 1
@@ -143,13 +144,15 @@ def parse_topic_file(
             partitions = int(meta.get("partitions", partitions))
             overrides = dict(meta.get("config", {}))
         except (ValueError, TypeError) as exc:
-            log.warning("%s: unreadable (%s); using the engine's default config", where, exc)
+            log.warning("%s: unreadable (%s); using the engine's default config",
+                        log_dir / partition_dir_name(topic, partition) / TOPIC_FILE, exc)
     if existing is not None:  # the topic's config comes from the topic.json read first (not rebuilt)
         existing.partitions = max(existing.partitions, partitions, partition + 1)
         return existing
     try:
         config = LogConfig.from_properties(overrides, base=default)
     except InvalidConfigError as exc:
-        log.warning("%s: %s; using the engine's default config", where, exc)
+        log.warning("%s: %s; using the engine's default config",
+                    log_dir / partition_dir_name(topic, partition) / TOPIC_FILE, exc)
         overrides, config = {}, default
     return TopicState(topic, max(partitions, partition + 1), overrides, config)
