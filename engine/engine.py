@@ -66,6 +66,7 @@ from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_n
 from seglog.engine.partitioner import KeyPartitioner
 from seglog.engine.results import AppendResult, RecordMetadata
 from seglog.engine.validate import validate_group, validate_offset, validate_partition, validate_topic
+from seglog.segments import files
 from seglog.segments.fileio import in_thread
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment, LogSegments
@@ -79,7 +80,7 @@ LOCK_FILE: Final = ".lock"
 TOPIC_FILE: Final = "topic.json"
 TOPIC_FILE_VERSION: Final = 1  # part of the on-disk format
 DELETE_DIR_SUFFIX: Final = _fs.DELETE_DIR_SUFFIX  # Kafka's "<topic>-<p>.<uuid>-delete" for deleted partitions
-DELETED_SUFFIX: Final = ".deleted"
+DELETED_SUFFIX: Final = files.DELETED_SUFFIX
 
 # Kafka's broker defaults for the background work (log.retention.check.interval.ms,
 # log.flush.offset.checkpoint.interval.ms). flush.ms is checked once a second

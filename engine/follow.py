@@ -47,6 +47,7 @@ from seglog.engine.config import LogConfig
 from seglog.engine.errors import SeglogError, StorageError, UnknownTopicOrPartitionError
 from seglog.engine.names import parse_partition_dir, partition_dir_name
 from seglog.segments.fileio import in_thread
+from seglog.segments.files import LOG_SUFFIX
 from seglog.segments.segment import FollowScan, LogSegment
 
 if TYPE_CHECKING:
@@ -292,9 +293,9 @@ class _Notifier:
             if key is None:
                 self._on_event(None, True)
             elif event.mask & _DIR_EVENTS:
-                if ".log" in event.name or not event.name:  # a segment appeared or went; or the directory
+                if LOG_SUFFIX in event.name or not event.name:  # a segment appeared or went; or the directory
                     self._on_event(key, True)
-            elif event.name.endswith(".log"):
+            elif event.name.endswith(LOG_SUFFIX):
                 self._on_event(key, False)
 
     def close(self) -> None:

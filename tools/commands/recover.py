@@ -1,6 +1,6 @@
 """``seglog recover [DIR] [--dry-run]``: show, or perform, what crash recovery does to a log directory.
 
-``--dry-run`` asks :func:`seglog.engine.inspect.plan_recovery` (read-only) which
+``--dry-run`` asks :func:`seglog.engine.offline.plan_recovery` (read-only) which
 segments a forced recovery would scan, where each would be cut and why, and
 which indexes it would rebuild. Without it, the directory is opened with
 ``Engine.open(force_recovery=True)`` (taking the directory lock, so not while
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from seglog.engine import Engine, RecoveryProgress, inspect
+from seglog.engine import Engine, RecoveryProgress, offline
 from seglog.tools._output import (
     EXIT_OK,
     Column,
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _dry_run(args: argparse.Namespace, path: Any) -> int:
     with scan_progress("scan", enabled=not args.no_progress) as on_progress:
-        plan = inspect.plan_recovery(path, force=True, on_progress=on_progress)
+        plan = offline.plan_recovery(path, force=True, on_progress=on_progress)
     if args.json:
         print_json({"path": plan.path, "clean_shutdown": plan.clean_shutdown,
                     "recovery_checkpoint_problem": plan.recovery_checkpoint_problem,
@@ -103,7 +103,7 @@ def _dry_run(args: argparse.Namespace, path: Any) -> int:
 
 def _recover(args: argparse.Namespace, path: Any) -> int:
     events: list[RecoveryProgress] = []
-    total = len(inspect.describe_log_dir(path).partitions)
+    total = len(offline.describe_log_dir(path).partitions)
 
     async def work(advance: Any) -> None:
         def on_progress(p: RecoveryProgress) -> None:
