@@ -2,8 +2,8 @@
 
 Owns: ``Engine`` (a log directory), ``PartitionLog``, ``LogConfig``, ``Record``
 and the result types, the exception tree (``seglog.engine.errors``), recovery and
-checkpoints, retention, consumer-group offsets, and the read-only inspection
-module used by the tools (``seglog.engine.inspect``).
+checkpoints, retention, consumer-group offsets, and the read-only, offline
+views of a directory used by the tools and the Spark source (``seglog.engine.offline``).
 
 Must not import: ``tools``. Everything ``tools`` needs is exported here.
 

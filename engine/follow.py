@@ -52,6 +52,7 @@ from seglog.engine.log import PartitionLog
 from seglog.engine.names import parse_partition_dir, partition_dir_name
 from seglog.engine.topics import TopicState
 from seglog.segments.fileio import in_thread
+from seglog.segments.files import LOG_SUFFIX
 from seglog.segments.segment import FollowScan, LogSegment
 
 __all__ = ["DEFAULT_FOLLOW_INTERVAL_MS", "Follower", "inotify_available", "start_following_in_thread"]
@@ -293,9 +294,9 @@ class _Notifier:
             if key is None:
                 self._on_event(None, True)
             elif event.mask & _DIR_EVENTS:
-                if ".log" in event.name or not event.name:  # a segment appeared or went; or the directory
+                if LOG_SUFFIX in event.name or not event.name:  # a segment appeared or went; or the directory
                     self._on_event(key, True)
-            elif event.name.endswith(".log"):
+            elif event.name.endswith(LOG_SUFFIX):
                 self._on_event(key, False)
 
     def close(self) -> None:

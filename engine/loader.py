@@ -52,9 +52,9 @@ from seglog.engine.errors import (
     CorruptRecordError,
     UnknownTopicOrPartitionError,
 )
-from seglog.engine.inspect import scan_segment
 from seglog.engine.log import LoadedLog, LogOwner, PartitionLog, Unopened, new_segment
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
+from seglog.engine.offline.segment_scan import scan_segment
 from seglog.engine.topics import TopicState, parse_topic_file
 from seglog.segments.batch import BatchHeader
 from seglog.segments.fileio import in_thread

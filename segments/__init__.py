@@ -5,7 +5,9 @@ bodies; ``docs/FORMAT.md``), the ``Record`` value (``seglog.segments.records``),
 async file layer (``seglog.segments.fileio``, the only module that talks to
 ``aiofiles``) with its fault-injection seam (``seglog.segments.faults``),
 the names of segment files and the one listing of a partition directory
-(``seglog.segments.files``), ``LogSegment`` and ``LogSegments`` (``seglog.segments.segment``: append, read, time
+(``seglog.segments.files``), the one reader of a ``.log`` that every scan uses
+(``seglog.segments.reader``: recovery, index rebuilds, the follower, the offline
+tools), ``LogSegment`` and ``LogSegments`` (``seglog.segments.segment``: append, read, time
 lookup, roll decisions, recovery, truncation), the columnar bulk decode
 (``seglog.segments.columns``), and the optional C loops of the codec
 (``seglog.segments._speedups``, built from ``_speedups.c``; ``seglog.segments.batch`` is its reference).

@@ -890,6 +890,18 @@ class SegmentFile:
             return self._guarded(self._read_transient, fn)
         return self._guarded(fn, self._pread_blocking)
 
+    def pread_in_thread(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position``, never past the logical size; blocking, from a thread the caller owns.
+
+        For a synchronous reader walking a file it opened itself (the offline
+        tools): each call is one guarded ``pread`` (fewer bytes only at the end).
+
+        Raises:
+            StorageError: the read failed.
+            ClosedError: the file is closed.
+        """
+        return self._guarded(self._pread_blocking, position, size)
+
     def _read_transient(self, fn: Callable[[PRead], _T]) -> _T:
         with self._open_lock:
             if self._fd is not None:  # opened meanwhile: use it

@@ -36,6 +36,7 @@ from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 from seglog.indexes import LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from seglog.indexes.errors import ClosedError, SeglogError, StorageError
 from seglog.segments.batch import (
+    HEADER,
     HEADER_SIZE,
     INT32_MAX,
     LOG_OVERHEAD,
@@ -47,9 +48,7 @@ from seglog.segments.batch import (
     find_timestamp,
     first_batch_records,
     header_problem,
-    is_v1_batch,
     read_header,
-    scan_batches,
     verify_crc,
 )
 from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
@@ -64,6 +63,7 @@ from seglog.segments.fileio import (
     run_to_completion,
 )
 from seglog.segments.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix
+from seglog.segments.reader import BatchReader, LocatedBatch
 from seglog.segments.records import Record
 
 __all__ = [
@@ -88,11 +88,6 @@ _HEADER_WINDOW: Final = 8192
 # windows took three (walk, walk, batch). Wall time barely moves on a fast machine (the copy grows as
 # the syscalls go), but it is one syscall instead of three when syscalls are dear.
 _READ_WINDOW: Final = 32 * 1024
-# Recovery reads the .log in chunks of at least this size (and at least one maximal batch): big
-# enough that the thread hop and per-read costs vanish, small enough to stay out of the
-# fresh-allocation page-fault regime of larger buffers (docs/PERFORMANCE.md, "Measurements behind
-# the code").
-_RECOVERY_CHUNK: Final = 4 * 1024 * 1024
 _BATCH_LENGTH = struct.Struct(">i")
 _log = logging.getLogger("seglog")
 _EMPTY: Final = memoryview(b"")
@@ -107,13 +102,6 @@ class RollParams(NamedTuple):
     max_offset_in_messages: int
     messages_size: int
     now_ms: int
-
-
-class LocatedBatch(NamedTuple):
-    """A batch found in a segment: its start position and its header (size, offsets, timestamps)."""
-
-    position: int
-    header: BatchHeader
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -291,7 +279,7 @@ class FollowScan(NamedTuple):
 
     restart: bool
     valid_end: int  # the new logical size: bytes of complete, CRC-valid batches from the start
-    next_offset: int
+    next_offset: int | None  # None: not known yet (a follow that began at an index entry validated nothing)
     max_ts: int
     max_ts_offset: int
     first: BatchHeader | None  # the segment's first batch, when this scan met it
@@ -1504,82 +1492,52 @@ class LogSegment:
         if followed is None:
             raise ValueError(f"{self._log.path}: not followed; call begin_follow_in_thread first")
         start = self._log.size
-        next_offset = self._base_offset if self._next_offset is None else self._next_offset
+        # The offset the next batch must have: known once something was validated (or from the start of
+        # the file); a follow that began at an index entry's batch only knows it is this segment's.
+        first_offset = self._next_offset if self._next_offset is not None or start > 0 else self._base_offset
         known_max_ts = self._max_timestamp_so_far
         assert known_max_ts is not None  # set by begin_follow_in_thread
-        max_ts, max_ts_offset = known_max_ts, self._offset_of_max_timestamp_so_far
         interval = self._index_interval_bytes
-        last_time = followed.times[-1] if followed.times else max_ts
-        verify = followed.verify
+        base_offset = self._base_offset
 
         def work(pread: PRead, length: int) -> FollowScan:
-            nonlocal next_offset, max_ts, max_ts_offset, last_time, verify
             if length < start:
                 return _NO_SCAN  # cut below what was validated
             last = followed.last
             if last is not None and pread(last[0], HEADER_SIZE) != last[1]:
                 return _NO_SCAN  # the last validated batch was overwritten
+            verify = followed.verify
+            max_ts, max_ts_offset = known_max_ts, self._offset_of_max_timestamp_so_far
             entries: list[tuple[int, int, int, int]] = []
             since, first, tail = followed.since, None, None
-            position, stop = start, min(length, start + limit_bytes)
-            chunk_size = _RECOVERY_CHUNK
-            while position < stop:
-                chunk = pread(position, min(chunk_size, stop - position))
-                result = scan_batches(chunk, max_batch_bytes=max_batch_bytes, next_offset=next_offset)
-                valid_end = result.valid_end
-                for relative, header in result.batches:
-                    at = position + relative
-                    if header.last_offset - self._base_offset > INT32_MAX:
-                        valid_end = relative  # not this segment's batch: the view stops before it
-                        break
-                    if at == 0:
-                        first = header
-                    if tail is None:
-                        tail = (at, header.base_offset)
-                    if verify is not None and header.last_offset >= verify.offset:
-                        if header.last_offset != verify.offset or header.max_timestamp != verify.timestamp:
-                            return _NO_SCAN  # the time-index snapshot does not describe this .log
-                        verify = None
-                    if header.max_timestamp > max_ts:
-                        max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-                    if since > interval:
-                        entries.append((header.last_offset, at, max_ts, max_ts_offset))
-                        since = 0
-                    since += header.size
-                    last = (at, bytes(chunk[relative : relative + HEADER_SIZE]))
-                    next_offset = header.next_offset
-                position += valid_end
-                if valid_end < result.valid_end:
-                    break
-                if result.stop is ScanStop.END:
-                    chunk_size = _RECOVERY_CHUNK
-                    continue
-                if result.stop is ScanStop.INCOMPLETE:
-                    if result.valid_end > 0:
-                        chunk_size = _RECOVERY_CHUNK
-                        continue  # the chunk ended inside a batch: read on from its start
-                    head = chunk[:HEADER_SIZE] if len(chunk) >= HEADER_SIZE else pread(position, HEADER_SIZE)
-                    if len(head) == HEADER_SIZE:
-                        size = read_header(head).size
-                        if len(chunk) < size <= max_batch_bytes and position + size <= length:
-                            # Its bytes are in the file: read it whole, past the byte limit if need be.
-                            chunk_size = size
-                            stop = max(stop, position + size)
-                            continue
-                break  # a batch not (completely) written yet, or garbage: the view ends here
-            else:
-                limited = stop < length  # stopped by the byte limit: more may be there already
-                if verify is not None and not limited:
-                    return _NO_SCAN  # the batch the time-index snapshot names is not (or not yet) there
-                return FollowScan(
-                    False, position, next_offset, max_ts, max_ts_offset, first, tail, last, entries, since,
-                    limited, followed.verify is not None and verify is None,
-                )
-            if verify is not None:
-                return _NO_SCAN
+            # Past the byte limit a batch that starts before it is still read whole (when its bytes are
+            # in the file); whatever does not pass the reader's checks is "not written yet".
+            reader = BatchReader(
+                pread, end=length, base_offset=base_offset, max_batch_bytes=max_batch_bytes, start=start,
+                first_offset=first_offset, limit=min(length, start + limit_bytes), path=self._log.path,
+            )
+            for at, header in reader:
+                if at == 0:
+                    first = header
+                if tail is None:
+                    tail = (at, header.base_offset)
+                if verify is not None and header.last_offset >= verify.offset:
+                    if header.last_offset != verify.offset or header.max_timestamp != verify.timestamp:
+                        return _NO_SCAN  # the time-index snapshot does not describe this .log
+                    verify = None
+                if header.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+                if since > interval:
+                    entries.append((header.last_offset, at, max_ts, max_ts_offset))
+                    since = 0
+                since += header.size
+                last = (at, HEADER.pack(*header))
+            limited = reader.stop is ScanStop.LIMIT  # more may be there already
+            if verify is not None and not limited:
+                return _NO_SCAN  # the batch the time-index snapshot names is not (or not yet) there
             return FollowScan(
-                False, position, next_offset, max_ts, max_ts_offset, first, tail, last, entries, since,
-                False, followed.verify is not None,
+                False, reader.position, reader.next_offset, max_ts, max_ts_offset, first, tail, last, entries, since,
+                limited, followed.verify is not None and verify is None,
             )
 
         return self._log.read_unvalidated_in_thread(work)
@@ -1846,10 +1804,13 @@ class LogSegment:
     ) -> _ScanOutcome:
         """Rebuild both indexes from the ``.log`` (blocking; in a thread): the recovery scan.
 
-        Reads 4 MiB chunks (a larger batch is read whole once its header says
-        how large, bounded by ``max_batch_bytes`` and the file), checks every
-        batch and stops at the first bad or incomplete one. Nothing is
-        truncated here; ``recover`` does that with the result.
+        The segment reader (``seglog.segments.reader``) checks every batch and
+        stops at the first bad or incomplete one. Nothing is truncated here;
+        ``recover`` does that with the result.
+
+        Raises:
+            SegmentOffsetOverflowError: a valid batch's offsets do not fit the segment.
+            UnsupportedFormatError: the reader stopped at a whole batch of seglog's format v1.
         """
         base_offset = self._base_offset
         interval = self._index_interval_bytes
@@ -1857,61 +1818,36 @@ class LogSegment:
         offset_index.reset()
         time_index.reset()
         self._txn_index.reset()
-        chunk_size = _RECOVERY_CHUNK
-        valid = last_entry = 0
+        last_entry = 0
         max_ts, max_ts_offset = NO_TIMESTAMP, base_offset
-        next_offset = base_offset
         first: BatchHeader | None = None
-        while valid < total:
-            chunk = pread(valid, min(chunk_size, total - valid))
-            result = scan_batches(chunk, max_batch_bytes=max_batch_bytes, next_offset=next_offset)
-            for relative_position, header in result.batches:
-                position = valid + relative_position
-                if header.last_offset - base_offset > INT32_MAX:
-                    raise SegmentOffsetOverflowError(
-                        f"{path}: batch at position {position} with last offset {header.last_offset} "
-                        f"is more than 2**31-1 above the base offset {base_offset}"
-                    )
-                if first is None:
-                    first = header
-                if header.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-                if position - last_entry > interval:
-                    # The same rule as append, including "a full index takes no more entries".
-                    if not offset_index.is_full:
-                        offset_index.append(header.last_offset, position)
-                    if not time_index.is_full:
-                        time_index.maybe_append(max_ts, max_ts_offset)
-                    last_entry = position
-            next_offset = result.next_offset
-            advanced = result.valid_end
-            valid += advanced
-            if report is not None:
-                report(valid)
-            if result.stop is ScanStop.END:
-                chunk_size = _RECOVERY_CHUNK
-                continue
-            if result.stop is ScanStop.CORRUPT and is_v1_batch(pread, valid, total):
-                raise UnsupportedFormatError(
-                    f"{path}: the batch at position {valid} is seglog batch format v1 (written by seglog < 0.2), "
-                    "which this version cannot read; nothing was truncated (docs/FORMAT.md §6)"
-                )
-            if result.stop is ScanStop.INCOMPLETE and valid < total:
-                if advanced > 0:
-                    chunk_size = _RECOVERY_CHUNK
-                    continue  # the chunk ended inside a batch that continues in the next read
-                # A batch larger than the chunk: read it whole if its header is plausible.
-                head = chunk[advanced : advanced + HEADER_SIZE]
-                if len(head) == HEADER_SIZE:
-                    size = read_header(head).size
-                    if len(chunk) < size <= min(max_batch_bytes, total - valid) and size > chunk_size:
-                        chunk_size = size
-                        continue
-            break
+        reader = BatchReader(
+            pread, end=total, base_offset=base_offset, max_batch_bytes=max_batch_bytes,
+            path=path, progress=report,
+        )
+        for position, header in reader:
+            if first is None:
+                first = header
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+            if position - last_entry > interval:
+                # The same rule as append, including "a full index takes no more entries".
+                if not offset_index.is_full:
+                    offset_index.append(header.last_offset, position)
+                if not time_index.is_full:
+                    time_index.maybe_append(max_ts, max_ts_offset)
+                last_entry = position
+        if reader.stop is ScanStop.OVERFLOW:
+            raise SegmentOffsetOverflowError(f"{path}: batch at position {reader.position}: {reader.reason}")
+        if reader.stop is ScanStop.UNSUPPORTED:
+            raise UnsupportedFormatError(
+                f"{path}: batch at position {reader.position}: {reader.reason}; nothing was truncated"
+            )
         _final_time_entry(time_index, max_ts, max_ts_offset)
         offset_index.trim_to_valid_size()
         time_index.trim_to_valid_size()
-        return _ScanOutcome(valid, last_entry, max_ts, max_ts_offset, next_offset, first)
+        next_offset = base_offset if reader.next_offset is None else reader.next_offset
+        return _ScanOutcome(reader.position, last_entry, max_ts, max_ts_offset, next_offset, first)
 
     # ------------------------------------------------------------------------------ renames
 

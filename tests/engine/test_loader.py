@@ -29,7 +29,7 @@ from corruption_model import (
     engine_config,
 )
 
-from seglog.engine import Engine, RecoveryProgress, errors, loader
+from seglog.engine import Engine, RecoveryProgress, errors, loader, offline
 from seglog.engine.checkpoints import ClosedPartition
 from seglog.engine.loader import (
     DiskSegment,
@@ -241,12 +241,10 @@ def test_the_dry_run_after_a_clean_shutdown_is_empty_unless_forced(tmp_path: Pat
 
 
 def test_the_dry_run_after_a_crash_truncates_and_deletes_what_follows(tmp_path: Path) -> None:
-    from seglog.engine import inspect
-
     simple_log_dir(tmp_path, clean=False)
     write_checkpoints(tmp_path, {("orders", 0): 5, ("orders", 1): 0}, clean=False)
     log = tmp_path / "orders-0" / f"{12:020d}.log"
-    positions = inspect.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions
+    positions = offline.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions
     flip_byte(log, positions[2] + 20)
     plan = dry_run_recovery(tmp_path)
     assert plan.will_recover and not plan.clean_shutdown

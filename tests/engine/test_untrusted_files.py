@@ -205,9 +205,12 @@ def forget_clean_shutdown(path: Path) -> None:
     (path / "recovery-point-offset-checkpoint").unlink(missing_ok=True)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason=ISSUE + "a sealed batch's base offset is not checked: read(1) returns offset 5")
-@pytest.mark.parametrize("stop", ["clean", "unclean"])
+@pytest.mark.parametrize("stop", [
+    pytest.param("clean", marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError,
+        reason=ISSUE + "a sealed batch's base offset is not checked when read: read(1) returns offset 5")),
+    "unclean",  # recovery's reader holds the offsets to follow on, and cuts the segment at the flipped batch
+])
 async def test_flipped_bit_in_a_sealed_batch_base_offset_never_serves_records_at_wrong_offsets(
     tmp_path: Path, stop: str
 ) -> None:
@@ -390,9 +393,6 @@ async def test_read_only_engine_after_an_unclean_stop_finds_records_past_the_las
         await assert_lookups_exact(engine, model)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="found by test_corruption_fuzz: offline lookups start at the time-index entry's offset, "
-                   "the last of its batch, and miss an earlier record of that batch holding the timestamp")
 async def test_offline_offsets_by_time_find_a_batch_max_timestamp_held_by_an_earlier_record(tmp_path: Path) -> None:
     engine = await open_engine(tmp_path / "data")
     async with engine:
@@ -429,9 +429,6 @@ async def test_read_only_engine_over_a_zeroed_range_of_a_sealed_log_refuses_with
                 await library_call(f"offset_for_timestamp({ts})", log.offset_for_timestamp(ts))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="found by test_corruption_fuzz: offline reads take a batch failing its CRC in a sealed "
-                   "segment for a torn tail and go on with the next segment, a silent jump")
 async def test_offline_consume_never_jumps_over_a_corrupt_batch_of_a_sealed_segment(tmp_path: Path) -> None:
     model = await write_log(tmp_path / "data")
     d = partition_dir(tmp_path / "data")

@@ -1,7 +1,7 @@
 """``seglog groups list|describe|reset|delete``: consumer-group positions, lag, and resets.
 
 ``list``, ``describe`` and the planning part of ``reset`` read the files with
-:mod:`seglog.engine.inspect` (no lock); ``reset`` computes the new positions (earliest, latest, a
+:mod:`seglog.engine.offline` (no lock); ``reset`` computes the new positions (earliest, latest, a
 time, or an offset) and, as
 ``kafka-consumer-groups --reset-offsets``, only prints them unless
 ``--execute`` is given; ``reset --execute`` and ``delete`` take the directory
@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from seglog.engine import Engine, inspect
+from seglog.engine import Engine, offline
 from seglog.engine.errors import UnknownTopicOrPartitionError
 from seglog.tools._output import (
     EXIT_OK,
@@ -81,7 +81,7 @@ def register(subparsers: Any) -> None:
 
 
 def list_groups(args: argparse.Namespace) -> int:
-    names = sorted(inspect.group_offsets(log_dir_of(args)))
+    names = sorted(offline.group_offsets(log_dir_of(args)))
     if args.json:
         print_json(names)
     else:
@@ -92,13 +92,13 @@ def list_groups(args: argparse.Namespace) -> int:
 
 def describe(args: argparse.Namespace) -> int:
     path: Path = log_dir_of(args)
-    offsets = inspect.group_offsets(path).get(args.group)
+    offsets = offline.group_offsets(path).get(args.group)
     if not offsets:
         raise UnknownTopicOrPartitionError(f"group {args.group!r} has no committed offsets in {path}")
     rows = []
     for (topic, partition), committed in sorted(offsets.items()):
         try:
-            info = inspect.partition_info(path, topic, partition)
+            info = offline.partition_info(path, topic, partition)
         except UnknownTopicOrPartitionError:
             rows.append({"topic": topic, "partition": partition, "committed": committed,
                          "log_start_offset": None, "log_end_offset": None, "lag": None})
@@ -121,14 +121,14 @@ def _dash(value: object) -> object:
 
 
 def _target(args: argparse.Namespace, path: Path, partition: int) -> int:
-    info = inspect.partition_info(path, args.topic, partition)
+    info = offline.partition_info(path, args.topic, partition)
     start, end = info.log_start_offset, info.log_end_offset
     if args.to_earliest:
         return start
     if args.to_latest:
         return end
     if args.to_datetime is not None:
-        hit = inspect.offset_for_timestamp(path, args.topic, partition, args.to_datetime)
+        hit = offline.offset_for_timestamp(path, args.topic, partition, args.to_datetime)
         return end if hit is None else hit.offset
     return int(min(max(args.to_offset, start), end))
 
@@ -137,10 +137,10 @@ def reset(args: argparse.Namespace) -> int:
     path: Path = log_dir_of(args)
     if args.to_offset is not None and args.to_offset < 0:
         raise UsageError("--to-offset must not be negative")
-    partitions = [p.partition for p in inspect.describe_log_dir(path, topic=args.topic).partitions]
+    partitions = [p.partition for p in offline.describe_log_dir(path, topic=args.topic).partitions]
     if not partitions:
         raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
-    previous = inspect.group_offsets(path).get(args.group, {})
+    previous = offline.group_offsets(path).get(args.group, {})
     plan = [{"topic": args.topic, "partition": p, "previous": previous.get((args.topic, p)),
              "new": _target(args, path, p)} for p in (args.partition or partitions)]
     if args.execute:

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from seglog.engine import Engine, RecoveryProgress, inspect
+from seglog.engine import Engine, RecoveryProgress, offline
 from seglog.engine.loader import PartitionRecovery, dry_run_recovery
 from seglog.segments.files import segment_file_name
 from seglog.tools._output import (
@@ -143,7 +143,7 @@ def _dry_run(args: argparse.Namespace, path: Path) -> int:
 
 def _recover(args: argparse.Namespace, path: Path) -> int:
     events: list[RecoveryProgress] = []
-    total = len(inspect.describe_log_dir(path).partitions)
+    total = len(offline.describe_log_dir(path).partitions)
 
     async def work(advance: Any) -> None:
         def on_progress(p: RecoveryProgress) -> None:
