@@ -58,7 +58,13 @@ from seglog.engine.offline.segment_scan import scan_segment
 from seglog.engine.topics import TopicState, parse_topic_file
 from seglog.segments.batch import BatchHeader
 from seglog.segments.fileio import in_thread
-from seglog.segments.files import STRAY_SUFFIX, list_partition_dir, remove_leftovers_sync
+from seglog.segments.files import (
+    INDEX_SUFFIX,
+    STRAY_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    list_partition_dir,
+    remove_leftovers_sync,
+)
 from seglog.segments.segment import LogSegment, LogSegments
 
 __all__ = [
@@ -244,8 +250,8 @@ def plan_recovery(
             why = f"the clean-shutdown record does not match the files ({problem})"
     rebuilt: list[tuple[int, str]] = []
     for i, segment in enumerate(segments[:unclean_from]):
-        missing = [name for name, has in ((".index", segment.has_offset_index),
-                                          (".timeindex", segment.has_time_index)) if not has]
+        missing = [name for name, has in ((INDEX_SUFFIX, segment.has_offset_index),
+                                          (TIME_INDEX_SUFFIX, segment.has_time_index)) if not has]
         if missing:
             rebuilt.append((i, f"its {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"))
         elif i == len(segments) - 1 and facts.active_problem is not None:
