@@ -7,7 +7,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -239,17 +238,20 @@ def test_produce_and_consume_through_real_processes(data: Path) -> None:
 
 
 def test_consume_follow_sees_appends_from_another_process(data: Path) -> None:
+    # From the log end: the follower can only print records appended after it said it follows.
     follower = subprocess.Popen(
-        [*seglog_command(), "consume", "orders", "-p", "0", "--follow", "--poll-ms", "50", "-n", "2",
-         "--log-dir", str(data)],
+        [*seglog_command(), "consume", "orders", "-p", "0", "--from", "latest", "--follow", "--poll-ms", "50",
+         "-n", "2", "--log-dir", str(data)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
     )
     try:
-        time.sleep(0.5)
+        assert follower.stderr is not None
+        said = follower.stderr.readline()
+        assert said.startswith(b"following orders"), said  # it has read to the end and polls
         assert follower.poll() is None  # still waiting: nothing to read yet
         p = run_seglog("produce", "orders", "--log-dir", data, "--partition", "0", stdin=b"x\ny\n")
         assert p.returncode == 0
-        out, err = follower.communicate(timeout=30)
+        out, err = follower.communicate(timeout=60)
     finally:
         if follower.poll() is None:
             follower.kill()

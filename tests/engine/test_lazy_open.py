@@ -23,6 +23,8 @@ from enginehelpers import break_first_segment, open_log_files_under
 
 from seglog.engine import Engine, LogConfig, Record, errors
 from seglog.engine.checkpoints import ClosedPartition, format_clean_shutdown, parse_clean_shutdown
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import use_ops
 
 PARTITIONS = 3
 
@@ -124,14 +126,17 @@ async def test_concurrent_first_callers_share_one_open(tmp_path: Path) -> None:
 
 async def test_a_cancelled_first_caller_does_not_break_the_open(tmp_path: Path) -> None:
     await fill(tmp_path)
-    async with Engine.open(tmp_path) as engine:
-        log = engine.log("t", 0)
-        task = asyncio.ensure_future(log.read(0))
-        await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert (await log.read(0)).records[0].value == b"p0-s0-0"
+    with GatedOps() as ops, use_ops(ops):
+        async with Engine.open(tmp_path) as engine:
+            log = engine.log("t", 0)
+            opening = ops.gate("open", path_contains=f"t-0{os.sep}")
+            task = asyncio.ensure_future(log.read(0))
+            await opening.reached()  # the open of partition 0's files is under way
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            opening.release()
+            assert (await log.read(0)).records[0].value == b"p0-s0-0"
     assert open_log_files_under(tmp_path) == []
 
 
