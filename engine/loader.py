@@ -338,8 +338,8 @@ class RecoveryWalk:
       follow on);
     * a segment nobody scans is trusted to end where the next one begins.
 
-    Driving it: ``while (i := walk.next()) is not None``, read the first batch
-    header of segment ``i`` (and, when :meth:`needs_previous_end` says so, the
+    Driving it: ``while (i := walk.next()) is not None``, read the base offset
+    of segment ``i``'s first batch (and, when :meth:`needs_previous_end` says so, the
     previous segment's next offset) and pass it to :meth:`first_batch`; when
     that returns True, scan (recover) the segment and pass what the scan found
     to :meth:`scanned`. Then :meth:`finish`, with the last kept segment's next
@@ -380,7 +380,7 @@ class RecoveryWalk:
             self._i += 1
         return None
 
-    def needs_previous_end(self, index: int, header: BatchHeader | None) -> bool:
+    def needs_previous_end(self, index: int, first_offset: int | None) -> bool:
         """Whether :meth:`first_batch` needs the next offset of the segment before ``index`` (read it, pass it).
 
         Only when segment ``index`` is in the wrong place and the one before it
@@ -391,10 +391,10 @@ class RecoveryWalk:
         base = self._segments[index].base_offset
         previous_trusted = index > 0 and all(d.base_offset != self._segments[index - 1].base_offset
                                              for d in self._done)
-        return previous_trusted and self._expected is None and header is not None and header.base_offset != base
+        return previous_trusted and self._expected is None and first_offset is not None and first_offset != base
 
-    def first_batch(self, index: int, header: BatchHeader | None, *, previous_end: int | None = None) -> bool:
-        """Segment ``index``'s first batch header (None: empty, or no plausible header); whether to scan it."""
+    def first_batch(self, index: int, first_offset: int | None, *, previous_end: int | None = None) -> bool:
+        """Whether to scan segment ``index``, given its first batch's base offset (None: empty, or no header)."""
         assert index == self._i
         segment = self._segments[index]
         base, expected = segment.base_offset, self._expected
@@ -406,8 +406,8 @@ class RecoveryWalk:
             expected = self._expected
         elif expected is not None and base > expected:
             reason = f"begins at {base}, but the log ends at {expected}: offsets {expected}..{base - 1} are missing"
-        if reason is None and header is not None and header.base_offset != base:
-            reason = (f"its first batch has base offset {header.base_offset}, not the {base} of its name "
+        if reason is None and first_offset is not None and first_offset != base:
+            reason = (f"its first batch has base offset {first_offset}, not the {base} of its name "
                       "(a segment in the wrong place)")
             if self._expected is None:  # the log goes on where the segment before it ends (or, unknown, here)
                 self._expected = previous_end if previous_end is not None else base
@@ -600,7 +600,11 @@ def open_partition_files_sync(
 
 
 def _first_batches(segments: Sequence[LogSegment]) -> tuple[int | None, ...]:
-    return tuple(None if (h := s.first_batch_in_thread()) is None else h.base_offset for s in segments)
+    return tuple(_base_offset_of(s.first_batch_in_thread()) for s in segments)
+
+
+def _base_offset_of(header: BatchHeader | None) -> int | None:
+    return None if header is None else header.base_offset
 
 
 def with_first_batches(opened: OpenedFiles) -> PartitionFacts:
@@ -745,12 +749,13 @@ async def _walk(
     """Drive a :class:`RecoveryWalk` over opened segments: scan, cut, set aside, delete; make it durable."""
     walk = RecoveryWalk(plan)
     listed = plan.facts.segments
+    probed = plan.facts.first_batches  # read when the files were opened (after an unclean stop): not again
     max_batch = max(config.max_message_bytes, config.segment_bytes)
     recovered: list[LogSegment] = []
     while (i := walk.next()) is not None:
         segment = segments.get(listed[i].base_offset)
         assert segment is not None
-        head = await segment.first_batch()
+        head = probed[i] if probed else _base_offset_of(await segment.first_batch())
         previous_end = None
         if walk.needs_previous_end(i, head):
             previous = segments.get(listed[i - 1].base_offset)
@@ -1175,10 +1180,11 @@ def dry_run_recovery(
             walk = RecoveryWalk(part)
             by_base = {s.base_offset: s for s in opened.segments}
             listed = part.facts.segments
+            probed = part.facts.first_batches
             max_batch = max(topic_config.max_message_bytes, topic_config.segment_bytes)
             while (i := walk.next()) is not None:
                 segment = by_base[listed[i].base_offset]
-                head = segment.first_batch_in_thread()
+                head = probed[i] if probed else _base_offset_of(segment.first_batch_in_thread())
                 previous_end = None
                 if walk.needs_previous_end(i, head):
                     previous_end = _next_offset_or_none_sync(by_base[listed[i - 1].base_offset])

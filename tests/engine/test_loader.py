@@ -40,7 +40,6 @@ from seglog.engine.loader import (
     plan_recovery,
     settle_log_start,
 )
-from seglog.segments.batch import BatchHeader, TimestampType, encode_batch, read_header
 from seglog.segments.records import Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
@@ -57,11 +56,6 @@ def facts(*segments: tuple[int, int], missing_index: tuple[int, ...] = (), end: 
     )
 
 
-def header(base_offset: int) -> BatchHeader:
-    batch = encode_batch(base_offset, [Record(b"v")], timestamp_type=TimestampType.CREATE_TIME, now_ms=1)
-    return read_header(batch)
-
-
 def walk_all(walk: RecoveryWalk, scans: dict[int, tuple[int, int]], *, heads: dict[int, int] | None = None,
              start: int | None = None, last_end: int | None = None) -> PartitionRecovery:
     """Drive ``walk`` as the open does: ``scans[base] = (valid bytes, next offset)``; a first batch at its name."""
@@ -71,7 +65,7 @@ def walk_all(walk: RecoveryWalk, scans: dict[int, tuple[int, int]], *, heads: di
         base = segments[i].base_offset
         looked.append(base)
         first = (heads or {}).get(base, base)
-        if walk.first_batch(i, header(first) if segments[i].size_bytes else None):
+        if walk.first_batch(i, first if segments[i].size_bytes else None):
             valid, next_offset = scans[base]
             walk.scanned(i, valid_bytes=valid, next_offset=next_offset)
     return walk.finish(topic="t", partition=0, log_start_checkpoint=start, last_end=last_end)
