@@ -1443,7 +1443,9 @@ class LogSegment:
         time_entry: TimestampOffset | None = None
         if indexes is not None:
             time_entry = indexes[1].lookup(timestamp)
-            if time_entry.timestamp > timestamp:  # an index out of order
+            if time_entry.timestamp == NO_TIMESTAMP:  # no entry at or below the timestamp: from the start
+                time_entry = None
+            elif time_entry.timestamp > timestamp:  # an index out of order
                 self._index_lied(f"time-index entry {tuple(time_entry)} was found for timestamp {timestamp}")
                 time_entry = None
             elif time_entry.offset > target:
