@@ -91,7 +91,6 @@ _HEADER_WINDOW: Final = 8192
 # windows took three (walk, walk, batch). Wall time barely moves on a fast machine (the copy grows as
 # the syscalls go), but it is one syscall instead of three when syscalls are dear.
 _READ_WINDOW: Final = 32 * 1024
-_BATCH_LENGTH = struct.Struct(">i")
 _log = logging.getLogger("seglog")
 _EMPTY: Final = memoryview(b"")
 _RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog recover DIR')"
@@ -286,15 +285,20 @@ def _raise_lie(why: str) -> None:
 
 
 def _whole_batches_length(buf: bytes | bytearray | memoryview, first_size: int) -> int:
-    # Length of the longest prefix of `buf` made of whole batches (the first one's size is known).
+    # Length of the longest prefix of `buf` made of whole batches whose offsets follow on (the first
+    # one's size is known): a batch whose base offset is not the previous one's last + 1 (outside the
+    # CRC, docs/FORMAT.md §2.3 rule 7) ends the read there, and a read starting at it refuses it.
     length = first_size if first_size <= len(buf) else 0
     if length == 0:
         return 0
     size = len(buf)
-    while length + LOG_OVERHEAD <= size:
-        batch_length = _BATCH_LENGTH.unpack_from(buf, length + 8)[0]
-        if batch_length <= 0 or length + LOG_OVERHEAD + batch_length > size:
+    base_offset, _, last_offset_delta = _LOCATE.unpack_from(buf, 0)
+    expected = base_offset + last_offset_delta + 1
+    while length + HEADER_SIZE <= size:
+        base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(buf, length)
+        if base_offset != expected or batch_length <= 0 or length + LOG_OVERHEAD + batch_length > size:
             break
+        expected = base_offset + last_offset_delta + 1
         length += LOG_OVERHEAD + batch_length
     return length
 
