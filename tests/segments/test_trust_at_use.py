@@ -48,7 +48,7 @@ async def _written(make_segment: SegmentFactory, tmp_path: Path) -> list[tuple[i
 
 
 def _entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
-    return [tuple(e) for e in entry.iter_unpack(path.read_bytes())]  # type: ignore[misc]
+    return [(e[0], e[1]) for e in entry.iter_unpack(path.read_bytes())]
 
 
 async def _reopened(make_segment: SegmentFactory) -> LogSegment:
