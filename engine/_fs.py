@@ -48,6 +48,7 @@ __all__ = [
     "rename_dir",
     "rename_if_exists",
     "scan_log_dir",
+    "scan_log_dir_sync",
     "scan_partition_dir",
     "scan_partition_dir_sync",
 ]
@@ -128,6 +129,11 @@ def _scan(path: Path, create: bool) -> LogDirListing:
         return listing
     except OSError as exc:
         raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc
+
+
+def scan_log_dir_sync(path: Path, *, create: bool) -> LogDirListing:
+    """The blocking form of :func:`scan_log_dir` (the dry run of recovery, in the caller's thread)."""
+    return _scan(path, create)
 
 
 async def scan_log_dir(path: Path, *, create: bool) -> LogDirListing:

@@ -310,6 +310,14 @@ def _final_time_entry(time_index: TimeIndex, max_timestamp: int, offset: int) ->
         time_index.maybe_append(max_timestamp, offset, skip_full_check=True)
 
 
+def _probe_first_header(size: int, pread: PRead) -> BatchHeader | None:
+    head = pread(0, HEADER_SIZE)
+    header = read_header(head) if len(head) == HEADER_SIZE else None
+    if header is not None and header_problem(header, len(head) + size) is not None:
+        header = None  # garbage (a crash, a preallocated tail): recovery will say what
+    return header
+
+
 class FollowScan(NamedTuple):
     """What a follower found past its validated end of a segment (:meth:`LogSegment.follow_in_thread`).
 
@@ -550,17 +558,9 @@ class LogSegment:
             f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops, defer=defer_open
         )
         try:
-
-            def probe(pread: PRead) -> BatchHeader | None:
-                head = pread(0, HEADER_SIZE)
-                header = read_header(head) if len(head) == HEADER_SIZE else None
-                if header is not None and header_problem(header, len(head) + log.size) is not None:
-                    header = None  # garbage (a crash, a preallocated tail): recovery will say what
-                return header
-
             # Only the active segment's first batch matters (time-based rolling); a caller that
             # opens sealed segments in bulk skips the read.
-            first_batch = log.read_in_thread(probe) if read_first_batch else None
+            first_batch = log.read_in_thread(partial(_probe_first_header, log.size)) if read_first_batch else None
             if index_files_existed is None:
                 index_files_existed = (
                     os.path.exists(f"{prefix}{INDEX_SUFFIX}{suffix}"),
@@ -582,6 +582,24 @@ class LogSegment:
             first_batch=first_batch,
             index_files_existed=index_files_existed,
         )
+
+    def first_batch_in_thread(self) -> BatchHeader | None:
+        """The header at position 0 when it reads as a batch's, bounded by the file; else ``None``. Blocking.
+
+        What recovery compares with the file name before it scans the segment
+        (``engine.loader``): a segment whose first batch has another base
+        offset is in the wrong place, and is set aside rather than cut.
+
+        Raises:
+            StorageError, ClosedError.
+        """
+        self._check_open()
+        # Transient: a sealed segment's deferred descriptor stays unopened (as a clean open leaves it).
+        return self._log.read_in_thread(partial(_probe_first_header, self._log.size), transient=True)
+
+    async def first_batch(self) -> BatchHeader | None:
+        """:meth:`first_batch_in_thread` in an executor thread."""
+        return await in_thread(self.first_batch_in_thread)
 
     async def __aenter__(self) -> LogSegment:
         return self
@@ -926,7 +944,9 @@ class LogSegment:
         entries = offset_index.entries
         for slot in {0, entries - 1} if entries else ():
             entry = offset_index.entry(slot)
-            head = pread(entry.position, HEADER_SIZE) if 0 <= entry.position < size else b""
+            if entry.position < 0:  # a relative position is an int32 on disk: random bytes can make it negative
+                return f"offset-index entry {slot} points at position {entry.position}, before the start"
+            head = pread(entry.position, HEADER_SIZE) if entry.position < size else b""
             if len(head) < HEADER_SIZE:
                 return f"offset-index entry {slot} points at position {entry.position}, outside the .log ({size})"
             header = read_header(head)

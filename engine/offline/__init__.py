@@ -1,6 +1,6 @@
 """Read-only, offline views of a log directory: describe, dump, verify, explain, reads, and bulk reads by range.
 
-Owns the logic behind ``seglog dump``, ``verify``, ``recover --dry-run``,
+Owns the logic behind ``seglog dump``, ``verify``,
 ``explain``, ``topics``/``offsets``/``consume``/``groups`` on a directory (the
 command line only prints what this package returns), and the planning and
 range scans of bulk readers (the Spark source): everything that reads a log
@@ -28,11 +28,14 @@ flight, and its indexes are preallocated (zero slots) until the engine closes.
 Modules: ``listing`` (partitions, segments, topic.json, checkpoints, groups,
 opening a ``.log``), ``segment_scan`` (one ``.log`` scanned, its tail, the log
 end), ``indexes`` (index files read raw and checked), ``findings``, ``dump``,
-``describe``, ``verify``, ``explain``, ``reads``, ``ranges`` (bulk reads), and
-``recovery_plan`` (``recover --dry-run``; the loader takes it over).
+``describe``, ``verify``, ``explain``, ``reads`` and ``ranges`` (bulk reads).
+The recovery plan (``seglog recover --dry-run``) is not here: it is the open's
+own, ``seglog.engine.loader.dry_run_recovery``, which scans with this
+package's :func:`scan_segment`.
 
-Must not import: ``tools``; nor ``seglog.engine.engine`` / ``seglog.engine.log`` (it must work
-on directories an engine would refuse, and without an event loop).
+Must not import: ``tools``; nor ``seglog.engine.engine`` / ``seglog.engine.log`` /
+``seglog.engine.loader`` (it must work on directories an engine would refuse,
+and without an event loop; the loader imports this package).
 """
 
 from seglog.engine.offline.describe import (
@@ -85,7 +88,6 @@ from seglog.engine.offline.ranges import (
     scan_range_buffers,
 )
 from seglog.engine.offline.reads import read_records
-from seglog.engine.offline.recovery_plan import PartitionRecoveryPlan, RecoveryPlan, SegmentRecovery, plan_recovery
 from seglog.engine.offline.segment_scan import SegmentScan, TailKind, scan_segment
 from seglog.engine.offline.verify import VerifyProgress, VerifyReport, verify
 from seglog.segments.files import (
@@ -120,12 +122,9 @@ __all__ = [
     "LookupExplanation",
     "PartitionInfo",
     "PartitionPlan",
-    "PartitionRecoveryPlan",
     "RecordColumns",
-    "RecoveryPlan",
     "SegmentInfo",
     "SegmentRange",
-    "SegmentRecovery",
     "SegmentScan",
     "Severity",
     "TailKind",
@@ -153,7 +152,6 @@ __all__ = [
     "partition_info",
     "partition_path",
     "plan_partition",
-    "plan_recovery",
     "read_records",
     "scan_range",
     "scan_range_buffers",

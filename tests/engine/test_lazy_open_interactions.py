@@ -1,15 +1,19 @@
-"""Regression tests from the review of the lazy clean open (cffbf0e, d949026); each failed before its fix."""
+"""The lazy clean open beside other work: topic deletion, cancelled first uses, retention, and a clean
+shutdown record too large to read. Each test failed before its fix."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
 from enginehelpers import break_first_segment, open_log_files_under
 
 from seglog.engine import Engine, LogConfig, Record, errors
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import use_ops
 
 
 async def fill(root: Path, topic: str = "t", partitions: int = 2, segments: int = 3,
@@ -24,43 +28,52 @@ async def fill(root: Path, topic: str = "t", partitions: int = 2, segments: int 
             await log.append([Record(b"last", timestamp=5000)])
 
 
-async def test_a_read_racing_delete_topic_raises_closed_not_keyerror(tmp_path: Path) -> None:
+async def test_a_read_racing_delete_topic_raises_a_seglog_error(tmp_path: Path) -> None:
     # delete_topic pops the topic from Engine._topics before it closes each partition; a first use of a
-    # partition not closed yet then reaches Engine._open_unopened, which looks the topic up: KeyError.
+    # partition not closed yet then reached Engine._open_unopened, which looked the topic up: KeyError.
     await fill(tmp_path)
-    async with Engine.open(tmp_path) as engine:
-        log1 = engine.log("t", 1)
-        deleting = asyncio.ensure_future(engine.delete_topic("t"))
-        while "t" in engine.topics():  # noqa: ASYNC110 -- let delete_topic start (it then closes partition 0)
-            await asyncio.sleep(0)
-        assert not log1.closed
-        with pytest.raises(errors.SeglogError):  # ClosedError("... was deleted") expected
-            await log1.read(0)
-        await deleting
+    with GatedOps() as ops, use_ops(ops):
+        async with Engine.open(tmp_path) as engine:
+            await engine.log("t", 0).read(0)  # partition 0's files are open: its close has files to close
+            log1 = engine.log("t", 1)
+            closing_0 = ops.gate("close", path_contains=f"t-0{os.sep}")
+            deleting = asyncio.ensure_future(engine.delete_topic("t"))
+            await closing_0.reached()  # the topic is gone from the engine; partition 0 is closing, 1 not yet
+            assert "t" not in engine.topics() and not log1.closed
+            with pytest.raises(errors.SeglogError):  # ClosedError("... is being deleted") expected
+                await log1.read(0)
+            closing_0.release()
+            await deleting
     assert open_log_files_under(tmp_path) == []
 
 
 async def test_a_failed_open_whose_callers_were_all_cancelled_is_retried_by_the_next_call(tmp_path: Path) -> None:
     # OPERATIONS.md §3: a failed open "fails nothing else, and the next call tries again". When every
-    # caller of the failed attempt was cancelled, nobody clears PartitionLog._opening, and the next
-    # call is handed the stale error of the old attempt instead of trying again.
+    # caller of the failed attempt was cancelled, nobody cleared PartitionLog._opening, and the next
+    # call was handed the stale error of the old attempt instead of trying again.
     await fill(tmp_path)
     bad = break_first_segment(tmp_path / "t-1")  # a directory where a segment should be
     async with Engine.open(tmp_path) as engine:
         log = engine.log("t", 1)
-        first = asyncio.ensure_future(log.read(1))
-        await asyncio.sleep(0)  # the open task has started
-        first.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await first
-        await asyncio.sleep(0.3)  # the open task fails meanwhile
+        with GatedOps() as ops, use_ops(ops):
+            reaching_bad = ops.gate("stat_size", path_contains=str(bad))
+            first = asyncio.ensure_future(log.read(1))
+            await reaching_bad.reached()  # the open task is in its thread, about to fail on the bad segment
+            opening = log._opening
+            assert opening is not None
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            reaching_bad.release()
+            await asyncio.wait({opening})
+        assert isinstance(opening.exception(), errors.StorageError), "the open failed after its caller was gone"
         bad.rmdir()
         bad.touch()  # repaired: offset 0 is gone, the rest is there
         got = await log.read(1)  # must open the (now good) files
         assert got.records[0].offset == 1
 
 
-async def test_one_partition_that_cannot_be_opened_stops_retention_of_every_later_partition(
+async def test_a_partition_that_cannot_be_opened_does_not_stop_retention_of_the_others(
     tmp_path: Path,
 ) -> None:
     # Eagerly, a partition whose files are broken failed Engine.open. Lazily the engine opens, and the
@@ -76,20 +89,36 @@ async def test_one_partition_that_cannot_be_opened_stops_retention_of_every_late
         assert engine.log("b", 0).segment_count == 1  # ... b-0's old segments must be deleted anyway
 
 
-async def test_the_background_retention_pass_opens_every_partition(tmp_path: Path) -> None:
+async def test_the_background_retention_pass_opens_no_partition_it_has_nothing_to_do_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # OPERATIONS.md §3: "a seglog engine that serves a few of many partitions never pays for the rest".
     # The retention tick (every 5 minutes by default) calls retention_plan on every partition, which
     # opens its files, even with retention switched off: after one tick every partition holds its fds.
     off = LogConfig(retention_ms=-1, retention_bytes=-1)
     await fill(tmp_path, partitions=4, config=off)
+    passes = 0
+    three_passes = asyncio.Event()
+    enforce_retention = Engine.enforce_retention
+
+    async def counted(self: Engine) -> int:
+        nonlocal passes
+        try:
+            return await enforce_retention(self)
+        finally:
+            passes += 1
+            if passes >= 3:
+                three_passes.set()
+
+    monkeypatch.setattr(Engine, "enforce_retention", counted)
     async with Engine.open(tmp_path, config=off, retention_check_interval_ms=20) as engine:
         assert open_log_files_under(tmp_path) == []
-        await asyncio.sleep(0.3)  # a few retention ticks
+        await asyncio.wait_for(three_passes.wait(), 60)  # three background retention passes have run
         assert open_log_files_under(tmp_path) == [], "a retention pass with nothing to do opened every partition"
         assert len(engine.logs()) == 4
 
 
-async def test_a_clean_close_writes_a_record_the_next_open_cannot_read(
+async def test_a_clean_shutdown_record_too_large_to_read_falls_back_to_an_eager_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The record grows with the number of SEGMENTS (every base offset), the checkpoints with the number

@@ -1,8 +1,7 @@
-"""On a preallocated .log, a failed append (here: fdatasync fails after the pwritev wrote everything)
-'cuts the file back' with ftruncate(max(position, file_length)) == the preallocated length, i.e. does
-nothing: the failed batches stay on disk past the logical size. The next (successful) append of
-same-sized batches at the same offsets sits right before the stale bytes, and after a crash recovery
-happily resurrects a batch whose append was reported as failed."""
+"""A failed append never comes back: on a preallocated .log, an append whose fdatasync fails after
+the pwritev wrote everything is cut back to where the log ended, so neither a later append nor crash
+recovery finds its batches. (The cut used to go to the preallocated length, i.e. do nothing: after a
+same-sized retry and a crash, recovery resurrected a batch whose append was reported as failed.)"""
 import errno
 
 import pytest
@@ -22,7 +21,7 @@ class FailSyncOnce(FileOps):
             raise OSError(errno.EIO, "injected")
         super().fdatasync(fd)
 
-async def test_failed_append_not_resurrected(tmp_path):
+async def test_a_failed_append_on_a_preallocated_log_is_not_recovered_after_a_crash(tmp_path):
     ops = FailSyncOnce()
     seg = await LogSegment.open(tmp_path, 0, preallocate_bytes=1 << 20, ops=ops, **KW)
     await seg.append([batch(0, "x")])

@@ -1,7 +1,9 @@
-"""Regression tests from the review of 8f67138 (prepare_ahead) and a2bf9a4 (append thread pool).
+"""The follow-up work of an append (its worker thread runs the indexes' prepare_ahead after the write).
 
-Each failed on the reviewed code: prepare_ahead wrote outside the index lock from a snapshot, and a
-BaseException from an append's follow-up work failed an append whose bytes were already written.
+prepare_ahead writes the bytes after an index's last entry under the index lock, so a rebuild, a trim
+or a close that runs meanwhile is never undone by it (it used to write outside the lock from a
+snapshot); and whatever the follow-up raises, an append whose bytes are written succeeds (a
+BaseException there used to fail an append whose bytes stayed in the file).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from seghelpers import batch
+from seghelpers import batch, wait_until
 
 from seglog.indexes import OffsetIndex, abstract
 from seglog.indexes.abstract import AbstractIndex
@@ -37,8 +39,37 @@ class _GatedOs:
 
     def pwrite(self, fd: int, data: bytes, position: int) -> int:
         self.entered.set()
-        assert self.go.wait(10)
+        assert self.go.wait(60)
         return os.pwrite(fd, data, position)
+
+
+class _WatchedLock:
+    """An index's RLock that notes when a thread had to wait for it (another thread held it)."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+        self.contended = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        self.contended.set()
+        return bool(self._lock.acquire(blocking, timeout))
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _watch_lock(index: AbstractIndex[Any]) -> _WatchedLock:
+    watched = _WatchedLock(index._lock)
+    index._lock = watched  # type: ignore[assignment]
+    return watched
 
 
 def _prepare_in_thread(index: AbstractIndex[Any], monkeypatch: pytest.MonkeyPatch) -> tuple[_GatedOs, threading.Thread]:
@@ -46,21 +77,29 @@ def _prepare_in_thread(index: AbstractIndex[Any], monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(abstract, "os", gated)
     worker = threading.Thread(target=index.prepare_ahead)
     worker.start()
-    assert gated.entered.wait(10)  # the snapshot (start, end) is taken; the pwrite has not happened yet
+    assert gated.entered.wait(60)  # the snapshot (start, end) is taken; the pwrite has not happened yet
     return gated, worker
 
 
-def test_prepare_ahead_zeroes_entries_of_a_rebuild_that_ran_meanwhile(
+def _run_beside_the_pwrite(other: threading.Thread, lock: _WatchedLock) -> None:
+    # The other thread either waits for the index lock the held pwrite is under, or (no lock taken
+    # around the pwrite) does all its work meanwhile: either way it has met the pwrite in flight.
+    other.start()
+    assert wait_until(lambda: lock.contended.is_set() or not other.is_alive(), 60)
+
+
+def test_prepare_ahead_never_zeroes_entries_a_concurrent_rebuild_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The index claims thread safety (one RLock per method), but prepare_ahead writes outside the lock
+    # The index claims thread safety (one RLock per method), but prepare_ahead wrote outside the lock
     # from a snapshot. A rebuild (reset() keeps the length, so no remap and no new generation) that
     # re-adds entries meanwhile - the read path's first-load check does exactly this in another
-    # executor thread - gets every entry at or after the snapshot's start overwritten with zeros.
+    # executor thread - got every entry at or after the snapshot's start overwritten with zeros.
     index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=1 << 20)
     try:
         for i in range(10):
             index.append(i, i * 100)
+        lock = _watch_lock(index)
         gated, worker = _prepare_in_thread(index, monkeypatch)
 
         def rebuild() -> None:
@@ -69,31 +108,35 @@ def test_prepare_ahead_zeroes_entries_of_a_rebuild_that_ran_meanwhile(
                 index.append(i, i * 100)
 
         other = threading.Thread(target=rebuild)
-        other.start()
-        other.join(0.2)  # the rebuild happens now, or waits for the index lock the pending pwrite holds
+        _run_beside_the_pwrite(other, lock)
         gated.go.set()
-        worker.join(10)
-        other.join(10)
+        worker.join(60)
+        other.join(60)
         assert [index.entry(n).offset for n in range(20)] == list(range(20))
     finally:
+        gated.go.set()
         index.close()
 
 
-def test_prepare_ahead_regrows_an_index_trimmed_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The generation check only voids `_prepared`; the pwrite computed before the trim (roll or
-    # close) still lands past the new end of file and extends it with 64 KiB of zeros. Reopened,
+def test_prepare_ahead_never_regrows_an_index_trimmed_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The generation check only voided `_prepared`; the pwrite computed before the trim (roll or
+    # close) still landed past the new end of file and extended it with 64 KiB of zeros. Reopened,
     # an existing index is taken as full of valid entries (Kafka's rule): 8,000+ zero "entries".
     path = tmp_path / "00000000000000000000.index"
     index = OffsetIndex(path, 0, max_index_size=1 << 20)
     for i in range(10):
         index.append(i, i * 100)
+    lock = _watch_lock(index)
     gated, worker = _prepare_in_thread(index, monkeypatch)
     other = threading.Thread(target=index.close)  # trims to the 10 entries (what roll / close do)
-    other.start()
-    other.join(0.2)  # the trim happens now, or waits for the index lock the pending pwrite holds
-    gated.go.set()
-    worker.join(10)
-    other.join(10)
+    try:
+        _run_beside_the_pwrite(other, lock)
+    finally:
+        gated.go.set()
+        worker.join(60)
+        other.join(60)
     assert path.stat().st_size == 10 * index.entry_size
     reopened = OffsetIndex(path, 0)
     try:
@@ -143,7 +186,7 @@ async def test_a_base_exception_in_the_follow_up_work_does_not_fail_a_written_ap
         await reopened.close()
 
 
-async def test_engine_an_append_whose_follow_up_work_fails_is_acknowledged_and_kept(
+async def test_an_engine_append_whose_follow_up_work_fails_is_acknowledged_and_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The same through the engine: the writer used to hand the BaseException to the caller (the
@@ -170,7 +213,7 @@ async def test_engine_an_append_whose_follow_up_work_fails_is_acknowledged_and_k
         assert log.log_end_offset == 3
 
 
-async def test_segment_close_during_an_append_leaves_a_zero_tail_on_the_index(
+async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # LogSegment.close() while an append is in flight: close_in_thread trims both indexes while the
@@ -189,12 +232,16 @@ async def test_segment_close_during_an_append_leaves_a_zero_tail_on_the_index(
         # As when the entries have used up half of the prepared span: the next append prepares again.
         segment._offset_index.get()._prepared = segment._time_index.get()._prepared = 0
         offset = await segment.read_next_offset()
+        lock = _watch_lock(segment._offset_index.get())
         gated = _GatedOs()
         monkeypatch.setattr(abstract, "os", gated)
         append = asyncio.ensure_future(segment.append([batch(offset, "e")]))
-        assert await asyncio.to_thread(gated.entered.wait, 10)
+        assert await asyncio.to_thread(gated.entered.wait, 60)  # the offset index's prepare is at its pwrite
         closing = asyncio.ensure_future(segment.close())
-        await asyncio.sleep(0.3)  # close_in_thread has trimmed the indexes and waits for the append
+        # close_in_thread waits for the offset index's lock (the trim comes after the pwrite), or
+        # (no lock around the pwrite) trims and closes the indexes meanwhile.
+        offset_index = segment._offset_index.get()
+        assert await asyncio.to_thread(wait_until, lambda: lock.contended.is_set() or offset_index.closed, 60)
         gated.go.set()
         with contextlib.suppress(ClosedError):  # its index entries meet the closed index
             await append

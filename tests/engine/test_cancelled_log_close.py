@@ -1,41 +1,35 @@
-"""Cancelling PartitionLog.close() while the writer is mid-write used to cancel the writer task
-(asyncio.gather cancels its children): the batch reached the file but the log end offset did not
-move, so the next append reused offsets and failed with a bare ValueError."""
+"""A cancelled PartitionLog.close() never cancels the write in flight: the batch is acknowledged and
+the log end offset moves past it (cancelling the writer task through asyncio.gather used to leave a
+batch in the file below the log end, so the next append reused its offsets)."""
 import asyncio
-import time
 from pathlib import Path
 
+from enginehelpers import reach
+
 from seglog.engine import Engine, Record
-from seglog.segments.fileio import FileOps, use_ops
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import use_ops
 
 
-class SlowWrites(FileOps):
-    slow = False
-
-    def pwritev(self, fd, buffers, position):  # type: ignore[override]
-        if self.slow:
-            time.sleep(0.2)
-        return super().pwritev(fd, buffers, position)
-
-
-async def test_cancelled_close_keeps_log_end_consistent(tmp_path: Path) -> None:
-    ops = SlowWrites()
-    with use_ops(ops):
+async def test_a_cancelled_close_lets_the_write_in_flight_finish_and_move_the_log_end(tmp_path: Path) -> None:
+    with GatedOps() as ops, use_ops(ops):
         async with Engine.open(tmp_path) as engine:
             await engine.create_topic("t")
             log = engine.log("t")
             await log.append([Record(b"a")])
-            ops.slow = True
+            write = ops.gate("pwritev", path_contains=".log")
             append = asyncio.create_task(log.append([Record(b"b")]))
-            await asyncio.sleep(0.05)  # the writer is inside pwritev
+            await write.reached()  # the writer is inside the pwritev of b
             closing = asyncio.create_task(log.close())
-            await asyncio.sleep(0.01)
+            await reach(lambda: log._closing, "close() started and waits for the writer")
             closing.cancel()  # e.g. asyncio.wait_for(log.close(), timeout) expiring
+            assert not write.left.is_set(), "the write must still be in flight when the close is cancelled"
+            write.release()
             results = await asyncio.gather(append, closing, return_exceptions=True)
-            ops.slow = False
             # The write in flight completes and is acknowledged; the close completes too (it runs in a
             # task of its own); nothing reuses offset 1 and no bare ValueError escapes.
             assert results[0].first_offset == 1, results
+            assert isinstance(results[1], asyncio.CancelledError), results
             await log.close()
             assert log.closed
     async with Engine.open(tmp_path) as engine:

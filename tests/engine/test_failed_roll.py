@@ -1,7 +1,7 @@
-"""Engine._new_segment opens the new segment, then fsyncs the directory; when that fsync fails
-the freshly opened LogSegment is dropped without being closed (leaked descriptor, ResourceWarning
-under filterwarnings=error). Same shape in _create_partition (fsync of the log dir after
-_new_segment)."""
+"""A roll whose directory fsync fails closes the segment it just opened, and the append fails with
+StorageError. (Engine._new_segment opens the new segment, then fsyncs the directory; the segment used
+to be dropped unclosed when that fsync failed: a leaked descriptor. _create_partition has the same
+shape.)"""
 import errno
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from seglog.segments.faults import FailingOps
 from seglog.segments.fileio import use_ops
 
 
-async def test_failed_roll_does_not_leak_segment(tmp_path: Path) -> None:
+async def test_a_roll_whose_directory_fsync_fails_leaks_no_segment(tmp_path: Path) -> None:
     ops = FailingOps()
     config = LogConfig(segment_bytes=300, segment_index_bytes=240)
     with use_ops(ops):

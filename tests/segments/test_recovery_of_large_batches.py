@@ -11,7 +11,7 @@ MiB = 1 << 20
 def big(offset, size, ts):
     return encode_batch(offset, [Record(b"z" * size, timestamp=ts)], timestamp_type=TimestampType.CREATE_TIME, now_ms=0)
 
-async def test_recover_big(tmp_path):
+async def test_recovery_keeps_batches_larger_than_a_chunk_and_cuts_only_the_torn_tail(tmp_path):
     seg = await LogSegment.open(tmp_path, 0, **KW)
     sizes = [3 * MiB, 5 * MiB, 100, 9 * MiB, 4 * MiB - 200, 4 * MiB + 7, 50, 6 * MiB]
     bs = [big(i, s, 1000 + i) for i, s in enumerate(sizes)]

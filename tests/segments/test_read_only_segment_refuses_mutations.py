@@ -1,6 +1,6 @@
-"""A read-only LogSegment (Engine.open(read_only=True): 'writes nothing') refuses truncate_to,
-recover, append... with ClosedError, but delete() has no check at all and change_file_suffixes()
-only checks _check_open: both rename/remove files of the read-only snapshot."""
+"""A read-only LogSegment (Engine.open(read_only=True): 'writes nothing') refuses every mutation with
+ClosedError and leaves its files as they are: truncate_to, recover, append, and also delete() and
+change_file_suffixes() (which used to remove or rename files of the read-only snapshot)."""
 
 import pytest
 from seghelpers import batch
@@ -16,7 +16,7 @@ async def _ro(tmp_path):
     await seg.close()
     return await LogSegment.open(tmp_path, 0, file_already_exists=True, writable=False, **KW)
 
-async def test_readonly_change_file_suffixes_refused(tmp_path):
+async def test_a_read_only_segment_refuses_to_change_file_suffixes(tmp_path):
     seg = await _ro(tmp_path)
     try:
         with pytest.raises(ClosedError):
@@ -25,7 +25,7 @@ async def test_readonly_change_file_suffixes_refused(tmp_path):
         await seg.close()
     assert (tmp_path / f"{0:020d}.log").exists()
 
-async def test_readonly_delete_refused(tmp_path):
+async def test_a_read_only_segment_refuses_to_delete_its_files(tmp_path):
     seg = await _ro(tmp_path)
     with pytest.raises(ClosedError):
         await seg.delete()

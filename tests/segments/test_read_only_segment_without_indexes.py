@@ -1,5 +1,5 @@
 """A read-only segment whose index files are absent (a valid state: docs/OPERATIONS.md §3 step 3)
-crashes time lookups instead of scanning the .log."""
+answers reads and time lookups by scanning the .log (time lookups used to crash)."""
 import os
 
 from seghelpers import batch
@@ -17,7 +17,7 @@ async def _make(tmp_path, remove):
         os.remove(tmp_path / f"{0:020d}{suffix}")
     return await LogSegment.open(tmp_path, 0, file_already_exists=True, writable=False, **KW)
 
-async def test_find_offset_by_timestamp_without_index_files(tmp_path):
+async def test_find_offset_by_timestamp_scans_the_log_without_index_files(tmp_path):
     seg = await _make(tmp_path, [".index", ".timeindex"])
     try:
         found = await seg.find_offset_by_timestamp(35)
@@ -25,7 +25,7 @@ async def test_find_offset_by_timestamp_without_index_files(tmp_path):
     finally:
         await seg.close()
 
-async def test_read_without_time_index_file(tmp_path):
+async def test_read_works_without_a_time_index_file(tmp_path):
     seg = await _make(tmp_path, [".timeindex"])
     try:
         data = await seg.read(4, 10_000)
@@ -33,7 +33,7 @@ async def test_read_without_time_index_file(tmp_path):
     finally:
         await seg.close()
 
-async def test_read_next_offset_in_thread_without_time_index_file(tmp_path):
+async def test_read_next_offset_in_thread_works_without_a_time_index_file(tmp_path):
     seg = await _make(tmp_path, [".timeindex"])
     try:
         assert seg.read_next_offset_in_thread() == 10

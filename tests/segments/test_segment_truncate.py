@@ -1,14 +1,16 @@
-"""State after truncate_to: max timestamp, next offset, reads, and index entries must match the data
-that remains (out-of-order timestamps, entries around the cut)."""
+"""State after truncate_to: max timestamp, next offset, reads, index entries and the first batch's
+timestamp match the data that remains (out-of-order timestamps, entries around the cut, a segment
+opened without reading its first batch)."""
 import random
 
 from seghelpers import batch
 
+from seglog.segments.fileio import in_thread
 from seglog.segments.segment import LogSegment
 
 KW = dict(max_index_size=1 << 16, index_interval_bytes=150, roll_jitter_ms=0, now_ms=0)
 
-async def test_truncate_state(tmp_path):
+async def test_truncate_to_leaves_timestamps_offsets_reads_and_indexes_consistent(tmp_path):
     rnd = random.Random(5)
     for trial in range(30):
         d = tmp_path / str(trial)
@@ -54,4 +56,25 @@ async def test_truncate_state(tmp_path):
             exp = next(((t, o) for o, t in kept if t >= target), None)
             got = await seg.find_offset_by_timestamp(target)
             assert (None if got is None else (got.timestamp, got.offset)) == exp, (trial, target, "reopen")
+        await seg.close()
+
+
+async def test_a_bulk_opened_segment_made_active_by_truncation_rolls_by_its_first_batch_timestamp(tmp_path):
+    # A segment opened with read_first_batch=False (every non-last segment at engine open) must learn its
+    # first batch's timestamp when it becomes the active one (truncate_to after the later segments are
+    # removed), as Kafka's timeWaitedForRoll loads rollingBasedTimestamp: time-based rolling used to be
+    # measured from the open time instead, and first_batch_timestamp said "unknown" for a non-empty segment.
+    kw = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0)
+    seg = await LogSegment.open(tmp_path, 0, now_ms=0, **kw)
+    for i in range(5):
+        await seg.append([batch(i, "v", ts=1_000 + i)])
+    await seg.close()
+    seg = await in_thread(LogSegment.open_existing_in_thread, tmp_path, 0, now_ms=10_000_000,
+                          read_first_batch=False, **kw)
+    try:
+        await seg.truncate_to(3, now_ms=10_000_000)
+        assert seg.first_batch_timestamp == 1_000
+        # a new batch with timestamp 2_000 has waited 1_000 ms since the first batch (Kafka)
+        assert seg.time_waited_for_roll(10_000_000, 2_000) == 1_000
+    finally:
         await seg.close()

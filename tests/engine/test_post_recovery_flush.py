@@ -1,29 +1,19 @@
 """Engine.open after a crash: recovery, then an fsync of the recovered bytes (PartitionLog.flush). A
-cancellation or a failed fsync at that point left the partition's files open: the PartitionLog was
-neither in the engine's logs (so the abort path did not close it) nor closed (found in review)."""
+cancellation or a failed fsync at that point closes the partition's files. (They used to stay open:
+the PartitionLog was neither in the engine's logs, so the abort path did not close it, nor closed.)"""
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import time
 from pathlib import Path
 
 import pytest
 from enginehelpers import open_log_files_under
 
 from seglog.engine import Engine, Record, errors
-from seglog.segments.faults import FailingOps
-from seglog.segments.fileio import FileOps, use_ops
-
-
-class SlowSync(FileOps):
-    slow = False
-
-    def fdatasync(self, fd: int) -> None:
-        if self.slow:
-            time.sleep(0.3)
-        super().fdatasync(fd)
+from seglog.segments.faults import FailingOps, GatedOps
+from seglog.segments.fileio import use_ops
 
 
 async def crashed_log_dir(root: Path) -> None:
@@ -37,15 +27,16 @@ async def crashed_log_dir(root: Path) -> None:
 
 
 async def test_open_cancelled_during_the_post_recovery_fsync_closes_the_partition(tmp_path: Path) -> None:
-    ops = SlowSync()
-    with use_ops(ops):
-        await crashed_log_dir(tmp_path)
-        ops.slow = True
+    await crashed_log_dir(tmp_path)
+    with GatedOps() as ops, use_ops(ops):
+        # The active segment (base offset 1) is the one recovered; its fsync is the post-recovery flush.
+        syncing = ops.gate("fdatasync", path_contains=f"{1:020d}.log")
         opening = asyncio.ensure_future(Engine.open(tmp_path))
-        await asyncio.sleep(0.15)  # recovery is done; the fsync of the recovered segments is running
+        await syncing.reached()  # recovery is done; the fsync of the recovered segment is running
         opening.cancel()
-        await asyncio.gather(opening, return_exceptions=True)
-        await asyncio.sleep(0.8)  # let the executor threads finish
+        syncing.release()
+        (outcome,) = await asyncio.gather(opening, return_exceptions=True)
+        assert isinstance(outcome, asyncio.CancelledError), f"the open was not cancelled: {outcome!r}"
         leaked = open_log_files_under(tmp_path)
     assert not leaked, f"descriptors left open by a cancelled Engine.open(): {leaked}"
 

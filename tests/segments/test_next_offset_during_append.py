@@ -1,16 +1,16 @@
-"""read_next_offset captures `end = size` on the loop, but _walk_to_end looks up
-offset_index.last_offset inside the read fn, which is re-run in an executor thread when the bytes are
-not in the page cache. If an append completes before that thread job starts (a busy executor: the
-job waits in the queue), the lookup returns the new entry whose position is >= the captured end, the
-walk sees no batch, and read_next_offset returns base_offset. (The result is not cached because the
-size changed, but the wrong value is returned to the caller.)  The executor's queue delay is
-simulated by holding the reader's job before it starts."""
+"""read_next_offset during an append returns the next offset before or after that append, never
+another: its walk to the end of the log stays within the size it captured, also when it is re-run in
+an executor thread (bytes not in the page cache) after the append completed. (The walk used to look
+up the offset index's last entry in the thread, find the new append's entry past the captured end,
+see no batch, and return the base offset.) The executor's queue delay is simulated by holding the
+reader's job before it starts."""
 import asyncio
 import concurrent.futures
 import threading
 
 from seghelpers import batch
 
+from seglog.segments.faults import Signal
 from seglog.segments.fileio import FileOps
 from seglog.segments.segment import LogSegment
 
@@ -22,16 +22,18 @@ class NotCached(FileOps):
 
 class DelayingExecutor(concurrent.futures.ThreadPoolExecutor):
     hold = None
+    held = Signal()               # raised when a job is held
     def submit(self, fn, /, *args, **kwargs):
         hold, self.hold = self.hold, None
         if hold is None:
             return super().submit(fn, *args, **kwargs)
         def delayed():
-            hold.wait(5)          # queued behind other jobs
+            self.held.set()
+            hold.wait(60)         # queued behind other jobs
             return fn(*args, **kwargs)
         return super().submit(delayed)
 
-async def test_read_next_offset_during_append(tmp_path):
+async def test_read_next_offset_during_an_append_returns_the_end_before_or_after_it(tmp_path):
     loop = asyncio.get_running_loop()
     ex = DelayingExecutor(4)
     loop.set_default_executor(ex)
@@ -42,11 +44,12 @@ async def test_read_next_offset_during_append(tmp_path):
     hold = threading.Event()
     ex.hold = hold
     reader = asyncio.ensure_future(seg.read_next_offset())
-    await asyncio.sleep(0.05)     # reader captured `end`, its thread job is queued
-    await seg.append([batch(10, "w"), batch(11, "w")])
-    hold.set()
-    got = await reader
     try:
+        assert await ex.held.wait_async(60), "the reader's thread job never came"  # it captured `end`
+        await seg.append([batch(10, "w"), batch(11, "w")])
+        hold.set()
+        got = await reader
         assert got in (10, 12), f"read_next_offset returned {got}"
     finally:
+        hold.set()
         await seg.close()
