@@ -433,3 +433,22 @@ async def test_offline_consume_never_jumps_over_a_corrupt_batch_of_a_sealed_segm
     assert all(row["value"] == model[row["offset"]].value.decode() for row in rows)  # type: ignore[union-attr]
     assert len(offsets) == batch.base_offset, f"consume stopped at {len(offsets)}, the corrupt batch is at {batch}"
     assert code != 0, "the corrupt batch was not reported"
+
+
+async def test_offline_offsets_by_time_do_not_believe_a_lying_time_index(tmp_path: Path) -> None:
+    model = await write_log(tmp_path / "data")
+    d = partition_dir(tmp_path / "data")
+    for base in segment_bases(d)[:-1]:  # every sealed segment's time index claims timestamps 400 ms early
+        entries, best = [], -1
+        for b in batches_of(seg_path(d, base, ".log")):
+            best = max(best, b.max_timestamp)
+            entries.append((best - 400, b.last_offset - base))
+        seg_path(d, base, ".timeindex").write_bytes(b"".join(TIME_ENTRY.pack(*e) for e in entries))
+    wrong = []
+    for ts in lookup_targets(model):
+        code, out = run_cli("offsets", TOPIC, "--time", str(ts), "--json", "--log-dir", str(tmp_path / "data"))
+        assert code == 0, out
+        got, want = json.loads(out)[0]["offset"], earliest_at_or_after(model, 0, ts)
+        if got != want:
+            wrong.append(f"seglog offsets --time {ts} answered {got}; the earliest offset at or after it is {want}")
+    assert not wrong, "\n".join(wrong)
