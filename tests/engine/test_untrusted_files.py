@@ -255,7 +255,7 @@ async def test_two_swapped_log_files_never_serve_records_at_wrong_offsets(tmp_pa
         assert all(isinstance(answers.get(o), Record) for o in range(bases[2])), "records before the swap were lost"
 
 
-@pytest.mark.parametrize("stop", ["clean", "unclean"])
+@pytest.mark.parametrize("stop", ["clean", "unclean", "read_only"])
 async def test_deleted_middle_log_file_is_a_reported_gap_never_a_silent_jump(tmp_path: Path, stop: str) -> None:
     model = await write_log(tmp_path / "data", clean=stop == "clean")
     d = partition_dir(tmp_path / "data")
@@ -264,7 +264,9 @@ async def test_deleted_middle_log_file_is_a_reported_gap_never_a_silent_jump(tmp
     seg_path(d, bases[middle], ".log").unlink()
     gap = range(bases[middle], bases[middle + 1])
     try:
-        engine = await reopen(tmp_path / "data")
+        # A read-only open trusts the listing (a writer may be appending): its reads must not jump.
+        engine = await (library_call("Engine.open", open_engine(tmp_path / "data", read_only=True))
+                        if stop == "read_only" else reopen(tmp_path / "data"))
     except SeglogError:
         return  # refusing to open the partition reports the gap too
     async with engine:
@@ -277,7 +279,10 @@ async def test_deleted_middle_log_file_is_a_reported_gap_never_a_silent_jump(tmp
 
 
 @pytest.mark.parametrize("where", ["after_the_end", "inside_the_log"])
-async def test_duplicated_segment_never_makes_a_lookup_answer_past_the_log_end(tmp_path: Path, where: str) -> None:
+@pytest.mark.parametrize("mode", ["writable", "read_only"])
+async def test_duplicated_segment_never_makes_a_lookup_answer_past_the_log_end(
+    tmp_path: Path, where: str, mode: str
+) -> None:
     model = await write_log(tmp_path / "data")
     d = partition_dir(tmp_path / "data")
     bases = segment_bases(d)
@@ -286,7 +291,9 @@ async def test_duplicated_segment_never_makes_a_lookup_answer_past_the_log_end(t
     for suffix in (".log", ".index", ".timeindex"):
         shutil.copyfile(seg_path(d, source, suffix), seg_path(d, copy_as, suffix))
     try:
-        engine = await reopen(tmp_path / "data")
+        # A read-only open trusts the listing (a writer may be appending): its answers must not.
+        engine = await (library_call("Engine.open", open_engine(tmp_path / "data", read_only=True))
+                        if mode == "read_only" else reopen(tmp_path / "data"))
     except SeglogError:
         return
     async with engine:
