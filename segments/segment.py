@@ -867,8 +867,27 @@ class LogSegment:
             self._indexes_checked = True
         if self._max_timestamp_so_far is None:
             last = time_index.last_entry
-            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = last.timestamp, last.offset
+            best = (last.timestamp, last.offset)
+            if check and self._trust_indexes and self._log.size:
+                # Kafka's loadLargestTimestamp: the last time-index entry, then the batches after the last
+                # offset-index entry, which no time-index entry covers (a segment whose final entry was
+                # never written: the active one after an unclean stop, seen by a read-only engine).
+                best = self._log.read_in_thread(partial(self._largest_after_last_entry, offset_index, best))
+            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = best
         return offset_index, time_index
+
+    def _largest_after_last_entry(
+        self, offset_index: OffsetIndex, best: tuple[int, int], pread: PRead
+    ) -> tuple[int, int]:
+        entry = offset_index.lookup(offset_index.last_offset)
+        try:
+            for _, header in _walk_headers(pread, entry.position, self._log.size, self._log.path, self._base_offset,
+                                           entry.offset, on_lie=self._index_lied):
+                if header.max_timestamp > best[0]:
+                    best = (header.max_timestamp, header.last_offset)
+        except CorruptRecordError:
+            pass  # a damaged tail: reads there refuse it; the batches before it counted
+        return best
 
     def _rebuild_in_place(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
         # A writable segment's indexes rebuilt from its .log (in a thread, under _load_lock). An append

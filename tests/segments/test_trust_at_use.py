@@ -130,3 +130,20 @@ async def test_a_lying_time_index_entry_is_caught_when_used_and_the_lookup_stays
             got = await seg.find_offset_by_timestamp(target)
             assert (None if got is None else got.offset) == want, (target, got)
     assert sum("rebuilding the indexes" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("writable", [True, False])
+async def test_the_largest_timestamp_counts_the_batches_after_the_last_index_entry(
+    make_segment: SegmentFactory, tmp_path: Path, writable: bool
+) -> None:
+    # A time index without its final (roll/close) entry, as the active segment's after an unclean stop:
+    # the batches after the last offset-index entry still count (Kafka's loadLargestTimestamp).
+    await _written(make_segment, tmp_path)
+    timeindex = tmp_path / "00000000000000000000.timeindex"
+    entries = _entries(timeindex, TIME_ENTRY)
+    timeindex.write_bytes(b"".join(TIME_ENTRY.pack(*e) for e in entries[:-1]))
+    seg = await make_segment(0, index_interval_bytes=INTERVAL, file_already_exists=True, writable=writable)
+    last = 2 * BATCHES - 1
+    assert await seg.read_max_timestamp_and_offset_so_far() == (10 * last, last)
+    got = await seg.find_offset_by_timestamp(10 * last)
+    assert got is not None and got.offset == last
