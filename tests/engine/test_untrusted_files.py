@@ -6,9 +6,6 @@ out, opens the directory again and holds the rule through the public API only (`
 only the records at the offsets asked for, a lookup answers from the records, an index or a
 clean-shutdown record that lies is not believed, and every refusal is a ``SeglogError``.
 ``test_corruption_fuzz.py`` does the same with random damage.
-
-The tests marked ``xfail(strict=True)`` fail on the storage core issue 18 restructures; they
-must pass (and lose the marker) when that work lands.
 """
 
 from __future__ import annotations
@@ -40,8 +37,6 @@ from seglog.engine.errors import CorruptRecordError, SeglogError
 TOPIC = "t"
 # Small segments: a 30-batch log has about ten of them, each with an index entry per batch.
 TOPIC_CONFIG = {"segment_bytes": 400, "index_interval_bytes": 0, "retention_ms": -1, "segment_ms": 1 << 62}
-
-ISSUE = "issue 18 (storage core trusts files it should check): "
 
 
 def _timestamp(offset: int) -> int:
