@@ -1,11 +1,13 @@
-"""An engine's background work: its tasks, the periodic passes, and segments waiting to be deleted.
+"""An engine's background work: its tasks, the periodic passes, segments waiting to be deleted, checkpoints.
 
 Owns the engine's task set (every task it starts is tracked, its failure
 logged once, and cancelled and awaited at close), the periodic loops
 (retention, ``flush.ms``, checkpoints: Kafka's broker schedulers) and the
 delayed removal of segments retention deleted (renamed ``.deleted`` at once,
 removed after ``file.delete.delay.ms`` -- Kafka's reason: readers that hold
-the segment keep reading it meanwhile).
+the segment keep reading it meanwhile), and the files those passes and the
+close write: the two offset checkpoints and the clean-shutdown record
+(:class:`CheckpointFiles`).
 
 Concurrency contract: everything runs on the engine's event loop.
 
@@ -16,12 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from seglog.engine import _fs
+from seglog.engine.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    format_checkpoint,
+    format_clean_shutdown,
+)
 from seglog.engine.errors import ClosedError, SeglogError
-from seglog.engine.log import log_task_failure
+from seglog.engine.log import PartitionLog, log_task_failure
 from seglog.segments.files import DELETED_SUFFIX
 from seglog.segments.segment import LogSegment
 
@@ -30,6 +39,7 @@ __all__ = [
     "DEFAULT_FLUSH_CHECK_INTERVAL_MS",
     "DEFAULT_RETENTION_CHECK_INTERVAL_MS",
     "BackgroundWork",
+    "CheckpointFiles",
 ]
 
 log = logging.getLogger("seglog")
@@ -115,3 +125,40 @@ class BackgroundWork:
                 await self._remove(segment)
             except SeglogError as exc:
                 log.warning("%s: cannot remove deleted segment: %s", segment, exc)
+
+
+class CheckpointFiles:
+    """The offset checkpoints and the clean-shutdown record of a log directory, from its partitions.
+
+    Each file is replaced atomically (temp file, fsync, rename, directory
+    fsync), one write at a time. A read-only engine writes none of them.
+    """
+
+    def __init__(self, path: Path, logs: Mapping[tuple[str, int], PartitionLog], *, read_only: bool) -> None:
+        self._path = path
+        self._logs = logs  # the engine's own dict: always its partitions of the moment
+        self._read_only = read_only
+        self._lock = asyncio.Lock()
+
+    async def write_all(self) -> None:
+        """Both checkpoints: every partition's recovery point, then its log start offset."""
+        await self._write(RECOVERY_POINT_CHECKPOINT, {key: p.recovery_point for key, p in self._logs.items()})
+        await self.write_log_start_offsets()
+
+    async def write_log_start_offsets(self) -> None:
+        await self._write(LOG_START_OFFSET_CHECKPOINT, {key: p.log_start_offset for key, p in self._logs.items()})
+
+    async def write_clean_shutdown(self) -> None:
+        """The ``.clean-shutdown`` marker with what each closed partition's next open needs (docs/FORMAT.md §7)."""
+        if self._read_only:
+            return
+        record = format_clean_shutdown({key: p._closed_as for key, p in self._logs.items() if p._closed_as is not None})
+        if len(record) > _fs.MAX_SMALL_FILE_BYTES:  # the next open could not read it
+            record = b""  # a marker without a record: the next open opens every partition
+        await _fs.atomic_write(self._path / _fs.CLEAN_SHUTDOWN_FILE, record)
+
+    async def _write(self, name: str, offsets: dict[tuple[str, int], int]) -> None:
+        if self._read_only:
+            return
+        async with self._lock:
+            await _fs.atomic_write(self._path / name, format_checkpoint(offsets))

@@ -2,7 +2,8 @@
 
 Owns: the public API of a log directory -- opening it (the lock, the
 clean-shutdown marker, then ``engine.loader``), topics (``engine.topic_admin``
-does their directories), producing, consumer-group offsets (``engine.groups``),
+does their directories), producing, consumer groups (through its group
+coordinator and group store: ``engine/coordinator.py``, ``engine/groups.py``),
 retention and flush passes over every partition, the checkpoints, and closing.
 What a ``PartitionLog`` needs of it, it gets through a narrow ``LogOwner``
 (``_Owner`` below), never by calling the engine.
@@ -13,7 +14,7 @@ Files (see docs/FORMAT.md and docs/OPERATIONS.md)::
     <log_dir>/.clean-shutdown                    written on clean close, removed on open
     <log_dir>/recovery-point-offset-checkpoint   Kafka's checkpoint format
     <log_dir>/log-start-offset-checkpoint
-    <log_dir>/consumer-offsets/<group>.json      committed offsets, one file per group
+    <log_dir>/consumer-offsets/offsets.log       the group store: committed offsets, group membership
     <log_dir>/<topic>-<partition>/topic.json     the topic's partition count and config overrides
     <log_dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex|.txnindex
 
@@ -43,14 +44,11 @@ from seglog.engine.background import (
     DEFAULT_FLUSH_CHECK_INTERVAL_MS,
     DEFAULT_RETENTION_CHECK_INTERVAL_MS,
     BackgroundWork,
-)
-from seglog.engine.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    format_checkpoint,
-    format_clean_shutdown,
+    CheckpointFiles,
 )
 from seglog.engine.config import LogConfig
+from seglog.engine.consumer import GroupConsumer
+from seglog.engine.coordinator import GroupCoordinator
 from seglog.engine.errors import (
     ClosedError,
     InvalidConfigError,
@@ -60,7 +58,7 @@ from seglog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.engine.follow import DEFAULT_FOLLOW_INTERVAL_MS, Follower, start_following_in_thread
-from seglog.engine.groups import GroupOffsets
+from seglog.engine.groups import GROUPS_DIR, GroupStore
 from seglog.engine.loader import RecoveryProgress
 from seglog.engine.log import LoadedLog, PartitionLog, Unopened
 from seglog.engine.partitioner import KeyPartitioner
@@ -122,7 +120,7 @@ class _Owner:
         return (await loader.open_unopened(topic, partition, directory, config, unopened))[0]
 
     async def log_start_moved(self) -> None:
-        await self._engine._checkpoint_log_start_offsets()
+        await self._engine._checkpoints.write_log_start_offsets()
 
     async def delete_segment_later(self, segment: LogSegment, delay_ms: int, name: str) -> None:
         await self._engine._background.delete_segment_later(segment, delay_ms, name)
@@ -158,12 +156,13 @@ class Engine:
             on_active=start_following_in_thread if read_only else None,
         )
         self._partitioner = KeyPartitioner()
-        self._groups = GroupOffsets(path / "consumer-offsets", read_only=read_only)
+        self._groups = GroupStore(path / GROUPS_DIR, read_only=read_only)
+        self._coordinator = GroupCoordinator(self._groups)
         self._closed = False
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
         self._admin_lock = asyncio.Lock()
-        self._checkpoint_lock = asyncio.Lock()
+        self._checkpoints = CheckpointFiles(path, self._logs, read_only=read_only)
         self.retention_check_interval_ms = DEFAULT_RETENTION_CHECK_INTERVAL_MS
         self.checkpoint_interval_ms = DEFAULT_CHECKPOINT_INTERVAL_MS
         self.flush_check_interval_ms = DEFAULT_FLUSH_CHECK_INTERVAL_MS
@@ -329,7 +328,7 @@ class Engine:
         await self._groups.load()
         await _fs.remove_file(self.path / CLEAN_SHUTDOWN_FILE, sync_dir=True)
         if recovered:
-            await self._write_checkpoints()
+            await self._checkpoints.write_all()
 
     async def _abort_open(self) -> None:
         if self._follower is not None:
@@ -339,6 +338,9 @@ class Engine:
                 await plog.close()
         self._logs.clear()
         await self._background.stop()
+        with contextlib.suppress(Exception):
+            await self._coordinator.close()
+            await self._groups.close()
         if self._lock_handle is not None:
             await self._lock_handle.release()
             self._lock_handle = None
@@ -438,7 +440,7 @@ class Engine:
             await topic_admin.set_topic_aside(self.path, state, self._logs)
             await self._drop_topic(topic)
             await self._groups.forget_topic(topic)
-            await self._write_checkpoints()
+            await self._checkpoints.write_all()
         log.info("deleted topic %s", topic)
 
     async def _drop_topic(self, topic: str) -> None:
@@ -567,7 +569,10 @@ class Engine:
         """Durably record ``offset`` as ``group``'s position in ``topic``/``partition``.
 
         The offset is the next record the group will read (Kafka's convention).
-        It is fsynced before this returns.
+        It is fsynced before this returns. The group store is the one Kafka
+        clients commit to over the wire and group consumers commit to: this is
+        a commit from outside the group (Kafka's generation -1), accepted while
+        the group has no active members.
 
         Raises:
             InvalidRecordError: a group id that breaks the rules of
@@ -575,18 +580,19 @@ class Engine:
                 offset that is not an int in [0, 2**63-1].
             InvalidTopicError: an invalid topic name or partition number.
             UnknownTopicOrPartitionError: no such topic or partition.
+            NonEmptyGroupError: the group has active members (library consumers or Kafka clients).
         """
         self._check_writable()
         validate_group(group)
         self.log(topic, partition)
         validate_offset(offset, "committed offset")
-        await self._groups.commit(group, {(topic, partition): offset})
+        await self._coordinator.commit_outside_group(group, {(topic, partition): offset})
 
     async def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Commit several positions of ``group`` atomically (one file write).
+        """Commit several positions of ``group`` atomically (one write to the group store).
 
         Raises:
-            InvalidRecordError, InvalidTopicError, UnknownTopicOrPartitionError:
+            InvalidRecordError, InvalidTopicError, UnknownTopicOrPartitionError, NonEmptyGroupError:
                 as :meth:`commit_offset`, for any entry; nothing is committed then.
         """
         self._check_writable()
@@ -600,7 +606,7 @@ class Engine:
                 raise InvalidRecordError(f"offsets keys must be (topic, partition) pairs, got {key!r}")
             self.log(*key)
             validate_offset(offset, "committed offset")
-        await self._groups.commit(group, dict(offsets))
+        await self._coordinator.commit_outside_group(group, dict(offsets))
 
     async def committed(self, group: str, topic: str, partition: int) -> int | None:
         """``group``'s committed offset in ``topic``/``partition``, or ``None``.
@@ -627,10 +633,37 @@ class Engine:
         return self._groups.offsets(group)
 
     async def delete_group(self, group: str) -> bool:
-        """Forget ``group``'s committed offsets; returns whether it had any."""
+        """Forget ``group``'s committed offsets; returns whether it had any.
+
+        Raises:
+            NonEmptyGroupError: the group has active members.
+        """
         self._check_writable()
         validate_group(group)
-        return await self._groups.delete(group)
+        return await self._coordinator.delete_group(group)
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        """The group coordinator of this engine: library consumers and the Kafka front end share it."""
+        return self._coordinator
+
+    def consumer(self, group_id: str, topics: Sequence[str], **options: Any) -> GroupConsumer:
+        """A member of consumer group ``group_id`` reading ``topics``; use ``async with``.
+
+        ``options`` are :class:`~seglog.engine.consumer.GroupConsumer`'s
+        (``enable_auto_commit``, ``auto_offset_reset``, ``session_timeout_ms``, ...)::
+
+            async with engine.consumer("billing", ["orders"]) as consumer:
+                async for record in consumer:
+                    ...
+                    await consumer.commit()
+
+        Raises:
+            InvalidRecordError, InvalidTopicError, InvalidConfigError: a bad group id, topic name or option.
+            StorageError: a read-only engine (a follower cannot commit).
+        """
+        self._check_writable()
+        return GroupConsumer(self, group_id, topics, **options)
 
     # -- retention, flush, checkpoints ---------------------------------------------------------
 
@@ -651,7 +684,7 @@ class Engine:
                 log.error("%s-%d: retention failed: %s", plog.topic, plog.partition, exc)
                 failed = failed or exc
         if deleted:
-            await self._checkpoint_log_start_offsets()
+            await self._checkpoints.write_log_start_offsets()
         if failed is not None:
             raise failed
         return deleted
@@ -661,30 +694,14 @@ class Engine:
         self._check_writable()
         for plog in list(self._logs.values()):
             await plog.flush()
-        await self._write_checkpoints()
-
-    async def _checkpoint_log_start_offsets(self) -> None:
-        offsets = {key: plog.log_start_offset for key, plog in self._logs.items()}
-        await self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, offsets)
-
-    async def _write_checkpoints(self) -> None:
-        if self.read_only:
-            return
-        await self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in self._logs.items()})
-        await self._checkpoint_log_start_offsets()
-
-    async def _write_checkpoint(self, name: str, offsets: dict[tuple[str, int], int]) -> None:
-        if self.read_only:
-            return
-        async with self._checkpoint_lock:
-            await _fs.atomic_write(self.path / name, format_checkpoint(offsets))
+        await self._checkpoints.write_all()
 
     # -- background tasks -------------------------------------------------------------------------
 
     def _start_background(self) -> None:
         work = self._background
         work.every(self.retention_check_interval_ms, self.enforce_retention, "seglog-retention")
-        work.every(self.checkpoint_interval_ms, self._write_checkpoints, "seglog-checkpoints")
+        work.every(self.checkpoint_interval_ms, self._checkpoints.write_all, "seglog-checkpoints")
         work.every(self.flush_check_interval_ms, self._flush_tick, "seglog-flush")
 
     async def _flush_tick(self) -> None:
@@ -722,6 +739,7 @@ class Engine:
     async def _close_locked(self) -> None:
         if self._follower is not None:
             await self._follower.close()  # no refresh touches a partition from here on
+        await self._coordinator.close()  # group consumers stop; parked JoinGroup calls are answered
         await self._background.stop()
         gate = asyncio.Semaphore(LOAD_CONCURRENCY)
 
@@ -736,17 +754,16 @@ class Engine:
                 return True
 
         clean = all(await asyncio.gather(*(close_one(p) for p in list(self._logs.values()))))
+        try:
+            await self._groups.close()  # the commits already queued are written first
+        except SeglogError as exc:
+            log.error("consumer-group store: close failed: %s", exc)
         await self._background.remove_doomed()
         if not self.read_only:
             try:
-                await self._write_checkpoints()
+                await self._checkpoints.write_all()
                 if clean:
-                    record = format_clean_shutdown(
-                        {key: p._closed_as for key, p in self._logs.items() if p._closed_as is not None}
-                    )
-                    if len(record) > _fs.MAX_SMALL_FILE_BYTES:  # the next open could not read it
-                        record = b""  # a marker without a record: the next open opens every partition
-                    await _fs.atomic_write(self.path / CLEAN_SHUTDOWN_FILE, record)
+                    await self._checkpoints.write_clean_shutdown()
             finally:
                 if self._lock_handle is not None:
                     await self._lock_handle.release()

@@ -849,7 +849,7 @@ def _group_file(site: Site) -> Path | None:
     d = site.root / "consumer-offsets"
     if not d.is_dir():
         return None
-    files = sorted(p for p in d.iterdir() if p.name.endswith(".json"))
+    files = sorted(p for p in d.iterdir() if p.name.endswith((".json", ".log")))
     return site.rng.choice(files) if files else None
 
 
