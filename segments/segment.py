@@ -872,7 +872,9 @@ class LogSegment:
                 # Kafka's loadLargestTimestamp: the last time-index entry, then the batches after the last
                 # offset-index entry, which no time-index entry covers (a segment whose final entry was
                 # never written: the active one after an unclean stop, seen by a read-only engine).
-                best = self._log.read_in_thread(partial(self._largest_after_last_entry, offset_index, best))
+                best = self._log.read_in_thread(
+                    partial(self._largest_after_last_entry, offset_index, best), transient=True
+                )
             self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = best
         return offset_index, time_index
 
