@@ -923,6 +923,14 @@ class PartitionLog:
                 if records:
                     return _new_fetch_result((records, records[-1].offset + 1, end, self._log_start_offset))
             segment = self._segments.higher_segment(segment.base_offset)
+            if segment is not None and segment.base_offset != offset:
+                # The segments do not chain here: the one before ends below `offset`, the next begins
+                # above it. Serving the next one would skip the offsets between (a missing segment).
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.partition}: offset {offset} is in no segment: the segment before it "
+                    f"ends below it and the next one begins at {segment.base_offset} (a missing or misplaced "
+                    "segment; 'seglog verify' names it)"
+                )
         return FetchResult([], offset, end, self._log_start_offset)
 
     async def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
@@ -961,8 +969,21 @@ class PartitionLog:
                 continue
             found = await segment.find_offset_by_timestamp(timestamp, starting_offset=start)
             if found is not None:
-                return OffsetAndTimestamp(found.offset, found.timestamp)
+                return self._answer_in(segment, found.offset, found.timestamp)
         return None
+
+    def _answer_in(self, segment: LogSegment, offset: int, timestamp: int) -> OffsetAndTimestamp:
+        # A segment's records lie between its base offset and the next one's (the log end for the
+        # last): an answer outside is a segment whose files are not where its name says.
+        following = self._segments.higher_segment(segment.base_offset)
+        bound = self._log_end_offset if following is None else following.base_offset
+        if not segment.base_offset <= offset < bound:
+            raise CorruptRecordError(
+                f"{self.topic}-{self.partition}: the segment at base offset {segment.base_offset} holds offset "
+                f"{offset}, outside its range [{segment.base_offset}, {bound}) (a misplaced segment; "
+                "'seglog verify' names it)"
+            )
+        return OffsetAndTimestamp(offset, timestamp)
 
     def _live_segments(self) -> list[LogSegment]:
         """Segments holding at least one offset at or above the log start offset."""
@@ -983,7 +1004,7 @@ class PartitionLog:
         if best is None:
             return None
         found = await best[1].find_offset_by_timestamp(best[0], starting_offset=self._log_start_offset)
-        return None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
+        return None if found is None else self._answer_in(best[1], found.offset, found.timestamp)
 
     def subscribe(
         self, start_offset: int | None = None, *, max_bytes: int = DEFAULT_FETCH_BYTES
