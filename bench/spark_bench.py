@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seglog.engine import scan
+from seglog.engine import offline
 from seglog.engine.config import LogConfig
 from seglog.engine.engine import Engine
 from seglog.engine.runner import run
@@ -204,8 +204,10 @@ def main() -> int:
         ).count()
         events = [json.loads(line) for line in trace.read_text().splitlines()]
         bytes_read = sum(int(e["bytes_read"]) for e in events)
-        total = sum(s.size_bytes for t, p in scan.list_partitions(log_dir) for s in scan.list_segments(log_dir, t, p))
-        segments = sum(len(scan.list_segments(log_dir, t, p)) for t, p in scan.list_partitions(log_dir))
+        partitions = offline.list_partitions(log_dir)
+        listed = [offline.list_segments(offline.partition_path(log_dir, t, p)) for t, p in partitions]
+        total = sum(s.size_bytes for segs in listed for s in segs)
+        segments = sum(len(segs) for segs in listed)
         spark.stop()
         result = {
             "records": rows,

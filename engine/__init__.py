@@ -3,8 +3,8 @@
 Owns: ``Engine`` (a log directory), ``PartitionLog``, ``LogConfig``, ``Record``
 and the result types, the exception tree (``seglog.engine.errors``), recovery and
 checkpoints, retention, consumer groups (the group coordinator, the group
-store, ``GroupConsumer``), and the read-only inspection
-module used by the tools (``seglog.engine.inspect``).
+store, ``GroupConsumer``), and the read-only, offline views of a directory used
+by the tools and the Spark source (``seglog.engine.offline``).
 
 Must not import: ``tools``. Everything ``tools`` needs is exported here.
 

@@ -31,6 +31,7 @@ from seglog.segments.fileio import (
     make_dirs,
     remove,
 )
+from seglog.segments.files import list_partition_dir, remove_leftovers_sync
 
 __all__ = [
     "CREATE_DIR_SUFFIX",
@@ -47,6 +48,7 @@ __all__ = [
     "rename_dir",
     "rename_if_exists",
     "scan_log_dir",
+    "scan_log_dir_sync",
     "scan_partition_dir",
     "scan_partition_dir_sync",
 ]
@@ -127,6 +129,11 @@ def _scan(path: Path, create: bool) -> LogDirListing:
         return listing
     except OSError as exc:
         raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc
+
+
+def scan_log_dir_sync(path: Path, *, create: bool) -> LogDirListing:
+    """The blocking form of :func:`scan_log_dir` (the dry run of recovery, in the caller's thread)."""
+    return _scan(path, create)
 
 
 async def scan_log_dir(path: Path, *, create: bool) -> LogDirListing:
@@ -293,17 +300,22 @@ async def place_new_partition_dirs(log_dir: Path, dirs: list[tuple[str, str, byt
 
 
 def _holds_records(directory: Path) -> bool:
+    ops = default_ops()
     try:
-        with os.scandir(directory) as entries:
-            return any(
-                entry.name.endswith(_LOG_SUFFIX) and entry.is_file(follow_symlinks=False)
-                and entry.stat(follow_symlinks=False).st_size > 0
-                for entry in entries
-            )
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise StorageError(f"{directory}: cannot list the partition directory: {exc}") from exc
+        listing = list_partition_dir(directory, ops=ops)
+    except StorageError:
+        if not directory.exists():
+            return False
+        raise
+    for segment in listing.segments:
+        try:
+            if ops.stat_size(str(segment.path(directory))) > 0:
+                return True
+        except (FileNotFoundError, IsADirectoryError):
+            continue
+        except OSError as exc:
+            raise StorageError(f"{segment.path(directory)}: cannot stat: {exc}") from exc
+    return False
 
 
 async def holds_records(directory: Path) -> bool:
@@ -329,54 +341,11 @@ async def remove_tree(path: Path) -> None:
     await in_thread(_remove_tree, path)
 
 
-# Suffixes of files left behind by interrupted work, removed when a partition is loaded (Kafka's
-# LogLoader does the same for .deleted, .cleaned and .swap; .tmp is seglog's atomic-write temp).
-_STRAY_SUFFIXES: Final = (".deleted", ".cleaned", ".swap", ".tmp")
-_LOG_SUFFIX: Final = ".log"
-_INDEX_SUFFIXES: Final = (".index", ".timeindex", ".txnindex")
-
-
-def _base_offset_of(name: str) -> int | None:
-    stem = name.split(".", 1)[0]
-    if len(stem) != 20 or not stem.isdigit():
-        return None
-    return int(stem)
-
-
 def _scan_partition(directory: Path, cleanup: bool) -> list[tuple[int, bool, bool]]:
-    try:
-        names = os.listdir(directory)
-    except OSError as exc:
-        raise StorageError(f"{directory}: cannot list the partition directory: {exc}") from exc
-    logs: set[int] = set()
-    indexes: dict[int, set[str]] = {}
-    stray: list[str] = []
-    for name in names:
-        if name.endswith(_STRAY_SUFFIXES):
-            stray.append(name)
-            continue
-        base = _base_offset_of(name)
-        if base is None:
-            continue
-        suffix = name[20:]
-        if suffix == _LOG_SUFFIX:
-            logs.add(base)
-        elif suffix in _INDEX_SUFFIXES:
-            indexes.setdefault(base, set()).add(suffix)
+    listing = list_partition_dir(directory)
     if cleanup:
-        orphans = [f"{base:020d}{suffix}" for base, suffixes in indexes.items() if base not in logs
-                   for suffix in suffixes]
-        for name in stray + orphans:
-            try:
-                os.unlink(directory / name)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise StorageError(f"{directory / name}: cannot remove a leftover file: {exc}") from exc
-    return [
-        (base, ".index" in indexes.get(base, ()), ".timeindex" in indexes.get(base, ()))
-        for base in sorted(logs)
-    ]
+        remove_leftovers_sync(listing)
+    return [(s.base_offset, s.has_offset_index, s.has_time_index) for s in listing.segments]
 
 
 def scan_partition_dir_sync(directory: Path, *, cleanup: bool) -> list[tuple[int, bool, bool]]:
@@ -387,8 +356,10 @@ def scan_partition_dir_sync(directory: Path, *, cleanup: bool) -> list[tuple[int
 async def scan_partition_dir(directory: Path, *, cleanup: bool) -> list[tuple[int, bool, bool]]:
     """The segments of a partition directory: (base offset, .index exists, .timeindex exists), sorted.
 
-    With ``cleanup``, leftovers of interrupted work (``.deleted``, ``.cleaned``,
-    ``.swap``, ``.tmp``) and index files without a ``.log`` are removed first.
+    The listing is ``seglog.segments.files.list_partition_dir``'s. With ``cleanup``,
+    leftovers of interrupted work (``.deleted``, ``.cleaned``, ``.swap``, ``.tmp``)
+    and index files without a ``.log`` are removed first
+    (``seglog.segments.files.remove_leftovers_sync``).
 
     Raises:
         StorageError: the directory cannot be listed or a leftover cannot be removed.

@@ -51,7 +51,7 @@ import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, Self
+from typing import Any, Final, NamedTuple, Protocol, Self
 
 from seglog.engine.assignors import (
     ASSIGNORS,
@@ -62,7 +62,7 @@ from seglog.engine.assignors import (
     encode_assignment,
     encode_subscription,
 )
-from seglog.engine.coordinator import GroupErrorCode, JoinResult
+from seglog.engine.coordinator import GroupCoordinator, GroupErrorCode, JoinResult
 from seglog.engine.errors import (
     ClosedError,
     CommitFailedError,
@@ -73,14 +73,26 @@ from seglog.engine.errors import (
     SeglogError,
     UnknownTopicOrPartitionError,
 )
-from seglog.engine.log import DEFAULT_FETCH_BYTES
+from seglog.engine.log import DEFAULT_FETCH_BYTES, PartitionLog
 from seglog.engine.validate import validate_group, validate_offset, validate_topic
 from seglog.segments.records import Header, Record
 
-if TYPE_CHECKING:
-    from seglog.engine.engine import Engine
+__all__ = ["ConsumerHost", "ConsumerRecord", "GroupConsumer", "RebalanceListener", "TopicPartition"]
 
-__all__ = ["ConsumerRecord", "GroupConsumer", "RebalanceListener", "TopicPartition"]
+
+class ConsumerHost(Protocol):
+    """What a :class:`GroupConsumer` needs of the engine that owns it (``Engine`` is one).
+
+    A narrow interface rather than the ``Engine`` itself, so that nothing inside
+    ``engine`` imports the module that owns it (the import-linter contract).
+    """
+
+    @property
+    def coordinator(self) -> GroupCoordinator: ...
+
+    def partitions_for(self, topic: str) -> int: ...
+
+    def log(self, topic: str, partition: int = 0) -> PartitionLog: ...
 
 log = logging.getLogger("seglog.groups")
 
@@ -152,7 +164,7 @@ class GroupConsumer:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: ConsumerHost,
         group_id: str,
         topics: Sequence[str],
         *,

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Final
 
-from seglog.engine.errors import ClosedError
+from seglog.engine.errors import ClosedError, InvalidRecordError
+from seglog.engine.producer_state import MAX_PRODUCER_EPOCH
 from seglog.segments.fileio import atomic_write, read_small_file
 
 __all__ = ["BLOCK_SIZE", "PRODUCER_IDS_FILE", "ProducerIdManager", "parse_producer_ids"]
@@ -66,6 +67,29 @@ class ProducerIdManager:
         self._next = 0
         self._block_end = 0  # nothing allocated in this run yet
         self._persisted: int | None = None  # the file's value once read
+
+    async def init_producer_id(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
+        """``(producer id, epoch)`` for an idempotent producer (Kafka's InitProducerId without a transactional id).
+
+        A new id, never handed out before by this log directory, with epoch 0.
+        A producer that presents the id and epoch it has (KIP-360; ``-1, -1``
+        when it has none), for an id this directory handed out and an epoch
+        below 32766, gets the same id with the next epoch: its batches of the
+        older epoch are fenced from then on.
+
+        Raises:
+            InvalidRecordError: ``producer_id`` or ``producer_epoch`` is not an int.
+            StorageError: the id block could not be recorded.
+            ClosedError: the ids ran out.
+        """
+        if type(producer_id) is not int or type(producer_epoch) is not int:
+            raise InvalidRecordError(
+                f"producer_id and producer_epoch must be ints, got {producer_id!r} and {producer_epoch!r}"
+            )
+        # Kafka moves to a new id once the epoch is exhausted (32766 and above).
+        if 0 <= producer_epoch < MAX_PRODUCER_EPOCH - 1 and await self.issued(producer_id):
+            return producer_id, producer_epoch + 1
+        return await self.generate(), 0
 
     async def generate(self) -> int:
         """A producer id never handed out before by this log directory.

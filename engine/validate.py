@@ -23,9 +23,13 @@ Must not import: ``tools`` or ``server``.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Final
 
-from seglog.engine.errors import InvalidRecordError
+from seglog.engine.config import LogConfig
+from seglog.engine.errors import InvalidConfigError, InvalidRecordError
 from seglog.engine.names import MAX_PARTITIONS, MAX_TOPIC_LENGTH, validate_partition, validate_topic
 from seglog.segments.records import text_problem
 
@@ -40,6 +44,7 @@ __all__ = [
     "validate_header_key",
     "validate_int64",
     "validate_offset",
+    "validate_open_options",
     "validate_partition",
     "validate_timestamp",
     "validate_topic",
@@ -135,6 +140,42 @@ def validate_header_key(key: object) -> str:
     if problem is not None:
         raise InvalidRecordError(f"header key {_shorten(key)} {problem}")
     return key
+
+
+def validate_open_options(
+    path: object,
+    config: object,
+    flags: Mapping[str, object],
+    intervals_ms: Mapping[str, object],
+    on_progress: object,
+) -> tuple[Path, LogConfig]:
+    """The absolute path and the config (``None``: the default) ``Engine.open`` was given, once all are valid.
+
+    ``flags`` and ``intervals_ms`` are the options by name.
+
+    Raises:
+        InvalidConfigError: ``path`` is not a str or os.PathLike, or holds NUL; ``config``
+            is not a ``LogConfig``; a flag is not a bool; ``on_progress`` is not callable;
+            an interval is not a positive int.
+    """
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise InvalidConfigError(f"path must be a str or os.PathLike, got {_type_name(path)} {path!r}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or "\x00" in text:
+        raise InvalidConfigError(f"path must be a str path without NUL characters, got {text!r}")
+    if config is None:
+        config = LogConfig()
+    if not isinstance(config, LogConfig):
+        raise InvalidConfigError(f"config must be a LogConfig, got {_type_name(config)}")
+    for flag, flag_value in flags.items():
+        if not isinstance(flag_value, bool):
+            raise InvalidConfigError(f"{flag} must be a bool, got {_type_name(flag_value)} {flag_value!r}")
+    if on_progress is not None and not callable(on_progress):
+        raise InvalidConfigError(f"on_progress must be callable or None, got {_type_name(on_progress)}")
+    for name, value in intervals_ms.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise InvalidConfigError(f"{name} must be a positive int (milliseconds), got {value!r}")
+    return Path(os.path.abspath(text)), config
 
 
 def _shorten(text: str, limit: int = 80) -> str:

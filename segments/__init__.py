@@ -4,7 +4,10 @@ Owns: the record-batch format (``seglog.segments.batch``: framing, CRC-32C, msgp
 bodies; ``docs/FORMAT.md``), the ``Record`` value (``seglog.segments.records``), the
 async file layer (``seglog.segments.fileio``, the only module that talks to
 ``aiofiles``) with its fault-injection seam (``seglog.segments.faults``),
-``LogSegment`` and ``LogSegments`` (``seglog.segments.segment``: append, read, time
+the names of segment files and the one listing of a partition directory
+(``seglog.segments.files``), the one reader of a ``.log`` that every scan uses
+(``seglog.segments.reader``: recovery, index rebuilds, the follower, the offline
+tools), ``LogSegment`` and ``LogSegments`` (``seglog.segments.segment``: append, read, time
 lookup, roll decisions, recovery, truncation), the columnar bulk decode
 (``seglog.segments.columns``), and the optional C loops of the codec
 (``seglog.segments._speedups``, built from ``_speedups.c``; ``seglog.segments.batch`` is its reference).
@@ -26,6 +29,7 @@ from seglog.segments.batch import (
     scan_batches,
 )
 from seglog.segments.errors import CorruptRecordError, RecordTooLargeError, SegmentOffsetOverflowError
+from seglog.segments.files import filename_prefix
 from seglog.segments.records import Header, Record
 from seglog.segments.segment import (
     FetchData,
@@ -34,7 +38,6 @@ from seglog.segments.segment import (
     LogSegment,
     LogSegments,
     RollParams,
-    filename_prefix,
 )
 
 __all__ = [

@@ -69,7 +69,10 @@ __all__ = [
     "decode_batch",
     "decode_batches",
     "find_timestamp",
-    "is_v1_batch",
+    "crc_matches",
+    "index_entry_problem",
+    "offset_problem",
+    "time_entry_problem",
     "rebase_batch",
     "LateBody",
     "encode_batch",
@@ -1010,17 +1013,25 @@ def decode_batches(
 ) -> list[Record]:
     """Decode every batch in ``buf`` (whole batches back to back, as a segment read returns them).
 
-    Each batch's header is checked and its CRC verified before its body is
-    decoded; records below ``start_offset`` are skipped.
+    Each batch's header is checked, its base offset must follow on from the
+    previous batch's last offset (:func:`offset_problem`), and its CRC is
+    verified before its body is decoded; records below ``start_offset`` are skipped.
 
     Raises:
         CorruptRecordError: a header, CRC or body check fails, or ``buf`` ends inside a batch.
     """
     records: list[Record] = []
     position, end = 0, len(buf)
+    expected: int | None = None
     while position < end:
         header = read_header(buf, position)
         check_header(header, max_batch_bytes, position)
+        if expected is not None and header.base_offset != expected:
+            # The offset rule (a base offset is outside the CRC): a batch that does not follow on
+            # would serve its records at offsets that are not theirs.
+            problem = offset_problem(header.base_offset, expected)
+            raise CorruptRecordError(f"batch at position {position}: {problem}; {_RECOVERY_HINT}")
+        expected = header.base_offset + header.last_offset_delta + 1
         verify_crc(buf, position, header)
         if header.last_offset >= start_offset:
             records.extend(decode_batch(buf, position, header, start_offset=start_offset))
@@ -1032,11 +1043,15 @@ def decode_batches(
 
 
 class ScanStop(enum.Enum):
-    """Why :func:`scan_batches` stopped."""
+    """Why :func:`scan_batches` (or the segment reader, ``seglog.segments.reader``) stopped."""
 
     END = "end"  # the buffer ends exactly after a valid batch (or is empty)
     INCOMPLETE = "incomplete"  # the last batch (or its header) runs past the end of the buffer
     CORRUPT = "corrupt"  # a header, CRC or offset check failed
+    # The reader's only (scan_batches never returns them):
+    UNSUPPORTED = "unsupported"  # a whole, CRC-valid batch of a format this version cannot read (seglog v1)
+    OVERFLOW = "overflow"  # a valid batch whose offsets are not storable relative to the segment's base offset
+    LIMIT = "limit"  # the reader reached the byte limit it was given (more batches may follow)
 
 
 class ScanResult(NamedTuple):
@@ -1046,7 +1061,70 @@ class ScanResult(NamedTuple):
     batches: list[tuple[int, BatchHeader]]  # (position, header) of each valid batch, in order
     stop: ScanStop
     reason: str  # empty unless stop is CORRUPT or INCOMPLETE
-    next_offset: int  # the lowest base offset the next batch may have
+    next_offset: int | None  # the base offset the next batch must have (None: no batch was found, none given)
+
+
+def offset_problem(base_offset: int, expected: int) -> str | None:
+    """What is wrong with a batch whose base offset is ``base_offset`` where ``expected`` belongs, or ``None``.
+
+    The offset rule of ``docs/FORMAT.md`` §2.3 (rule 7): inside a segment the
+    offsets follow on from batch to batch, so ``expected`` is the previous
+    batch's last offset + 1, and for the segment's first batch the base offset
+    its file name says. A batch's base offset is not covered by its CRC (as in
+    Kafka), so this is what catches one that changed on disk: a value above
+    ``expected`` would skip offsets, one below would serve them twice.
+    """
+    if base_offset == expected:
+        return None
+    if base_offset < expected:
+        return f"base offset {base_offset} is below the expected {expected} (offsets must follow on)"
+    return f"base offset {base_offset} is above the expected {expected}: offsets {expected}..{base_offset - 1} missing"
+
+
+def index_entry_problem(header: BatchHeader, entry_offset: int, span: int = 0) -> str | None:
+    """What is wrong with the batch an offset-index entry ``(entry_offset, position)`` leads to, or ``None``.
+
+    The rule of an index entry at use (``docs/FORMAT.md`` §3.1): the batch at
+    the entry's position (its ``header``, already checked by
+    :func:`header_problem`) is the one whose **last** offset the entry holds,
+    and it ends no later than the next entry's position (``span``: the bytes
+    from this entry's position to the next one's; ``0`` when unknown, the
+    last entry). A batch's base offset is not covered by its CRC, so this is
+    also what catches a flipped base offset in an indexed batch (its last
+    offset moves with it). The point read checks the same two comparisons
+    inline on the fields it unpacked (``LogSegment.read_records_cached``) and
+    calls this only to say what is wrong.
+    """
+    last = header.base_offset + header.last_offset_delta
+    if last != entry_offset:
+        return f"the batch there holds offsets {header.base_offset}..{last}, not one ending at {entry_offset}"
+    if span and LOG_OVERHEAD + header.batch_length > span:
+        return (
+            f"the batch there ({LOG_OVERHEAD + header.batch_length} bytes) runs past the next entry "
+            f"({span} bytes on)"
+        )
+    return None
+
+
+def time_entry_problem(header: BatchHeader, entry_timestamp: int, entry_offset: int) -> str | None:
+    """What is wrong with a time-index entry ``(entry_timestamp, entry_offset)`` given the batch it names.
+
+    ``header`` is the batch whose last offset is ``entry_offset`` (a time
+    entry names the batch holding the largest timestamp so far, by that
+    batch's last offset): that batch's largest timestamp must be the entry's.
+    ``None`` when it is (``docs/FORMAT.md`` §3.2).
+    """
+    if header.last_offset != entry_offset:
+        return (
+            f"no batch ends at offset {entry_offset} (the batch there holds "
+            f"{header.base_offset}..{header.last_offset})"
+        )
+    if header.max_timestamp != entry_timestamp:
+        return (
+            f"the batch ending at offset {entry_offset} has largest timestamp {header.max_timestamp}, "
+            f"not {entry_timestamp}"
+        )
+    return None
 
 
 def scan_batches(
@@ -1054,14 +1132,16 @@ def scan_batches(
     position: int = 0,
     *,
     max_batch_bytes: int,
-    next_offset: int = 0,
+    next_offset: int | None = None,
 ) -> ScanResult:
-    """Find how many leading bytes of ``buf`` (from ``position``) are valid batches: the recovery scan.
+    """How many leading bytes of ``buf`` (from ``position``) are valid batches: the validation inside every scan.
 
-    Checks each header, the CRC of each batch (the body is not decoded: the CRC
-    covers it) and that base offsets increase (each batch's base offset is at
-    least ``next_offset``, then at least the previous batch's last offset + 1).
-    Never raises for bad bytes; the verdict is in the result.
+    Checks each header (:func:`header_problem`), the CRC of each batch (the body
+    is not decoded: the CRC covers it) and the offset rule (:func:`offset_problem`):
+    the first batch's base offset is ``next_offset`` (any, when ``None``), each
+    later one's is the previous batch's last offset + 1. Never raises for bad
+    bytes; the verdict is in the result. Pure: reading a file in chunks, and
+    what to make of the verdict, is the segment reader's (``seglog.segments.reader``).
     """
     batches: list[tuple[int, BatchHeader]] = []
     append = batches.append
@@ -1105,48 +1185,38 @@ def scan_batches(
             return ScanResult(
                 position, batches, ScanStop.CORRUPT, f"CRC-32C mismatch at offsets {base_offset}..", next_offset
             )
-        if base_offset < next_offset:
-            return ScanResult(
-                position,
-                batches,
-                ScanStop.CORRUPT,
-                f"base offset {base_offset} is below the expected {next_offset}",
-                next_offset,
-            )
+        if base_offset != next_offset and next_offset is not None:
+            problem = offset_problem(base_offset, next_offset) or "offsets do not follow on"
+            return ScanResult(position, batches, ScanStop.CORRUPT, problem, next_offset)
         append((position, make(fields)))
         next_offset = base_offset + last_delta + 1
         position = batch_end
     return ScanResult(position, batches, ScanStop.END, "", next_offset)
 
 
-def is_v1_batch(read: Callable[[int, int], bytes | bytearray], position: int, end: int) -> bool:
-    """Whether a whole, CRC-valid batch of format v1 (magic ``0x53``, row bodies) starts at ``position``.
+_CRC_CHUNK: Final = 4 * 1024 * 1024
+
+
+def crc_matches(read: Callable[[int, int], bytes | bytearray], position: int, header: BatchHeader) -> bool:
+    """Whether the CRC-32C of the batch at ``position`` (whose header is ``header``) holds, read in bounded chunks.
 
     ``read(position, size)`` returns up to ``size`` bytes of the file (a
-    ``pread``); ``end`` is where the file's data ends. The CRC-32C is computed
-    over 4 MiB reads, so a batch of any size is checked in bounded memory.
-    Recovery asks this where its scan stopped, so that a segment written by an
-    older seglog is refused (:class:`~seglog.segments.errors.UnsupportedFormatError`)
-    rather than cut: random bytes pass the CRC-32C with odds of 2**-32.
+    ``pread``); the caller has checked that the batch lies inside the file.
+    The CRC is computed over 4 MiB reads, so a batch of any announced size is
+    checked in bounded memory (the segment reader asks this of a batch whose
+    format it recognises but does not read).
     """
-    head = read(position, HEADER_SIZE)
-    if len(head) < HEADER_SIZE or head[MAGIC_OFFSET] != MAGIC_V1:
+    if header.batch_length < _HEADER_BYTES_IN_LENGTH:
         return False
-    header = read_header(head)
     stop = position + header.size
-    if header.batch_length < _HEADER_BYTES_IN_LENGTH or stop > end:
-        return False
     crc, at = 0, position + CRC_START
     while at < stop:
-        part = read(at, min(_V1_CRC_CHUNK, stop - at))
+        part = read(at, min(_CRC_CHUNK, stop - at))
         if not part:
             return False
         crc = google_crc32c.extend(crc, part if type(part) is bytes else bytes(part))
         at += len(part)
     return crc == header.crc
-
-
-_V1_CRC_CHUNK: Final = 4 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------------------- rebase

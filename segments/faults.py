@@ -172,6 +172,11 @@ class FailingOps(FileOps):
         self._maybe_fail("unlink", path)
         super().unlink(path)
 
+    def listdir(self, path: str) -> list[str]:
+        """Fails on rule ``listdir``."""
+        self._maybe_fail("listdir", path)
+        return super().listdir(path)
+
 
 class PowerLossOps(FileOps):
     """``FileOps`` that can roll every file it wrote back to its last ``fdatasync``: a power failure.

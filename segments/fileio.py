@@ -50,6 +50,7 @@ __all__ = [
     "FileOps",
     "LateBuffer",
     "PRead",
+    "TMP_SUFFIX",
     "SegmentFile",
     "atomic_write",
     "default_ops",
@@ -115,6 +116,7 @@ PRead = Callable[[int, int], "bytes | bytearray"]
 _RWF_NOWAIT: Final[int | None] = getattr(os, "RWF_NOWAIT", None)
 _IOV_MAX: Final = 1024  # Linux's limit on buffers per writev call (sysconf SC_IOV_MAX)
 _FILE_MODE: Final = 0o644
+TMP_SUFFIX: Final = ".tmp"  # part of the on-disk layout: an atomic write's temp file, removed at open if left over
 
 
 def _call(fn: Callable[[], _T]) -> _T:
@@ -888,6 +890,18 @@ class SegmentFile:
             return self._guarded(self._read_transient, fn)
         return self._guarded(fn, self._pread_blocking)
 
+    def pread_in_thread(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position``, never past the logical size; blocking, from a thread the caller owns.
+
+        For a synchronous reader walking a file it opened itself (the offline
+        tools): each call is one guarded ``pread`` (fewer bytes only at the end).
+
+        Raises:
+            StorageError: the read failed.
+            ClosedError: the file is closed.
+        """
+        return self._guarded(self._pread_blocking, position, size)
+
     def _read_transient(self, fn: Callable[[PRead], _T]) -> _T:
         with self._open_lock:
             if self._fd is not None:  # opened meanwhile: use it
@@ -1047,7 +1061,7 @@ async def replace(src: Path | str, dst: Path | str, *, ops: FileOps | None = Non
 
 def atomic_write_sync(path: Path, data: bytes, ops: FileOps, *, durable: bool = True) -> None:
     """The blocking body of :func:`atomic_write`."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
         fd = ops.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
         try:

@@ -14,7 +14,7 @@ import pytest
 from cliharness import ROOT, Result, run_seglog, seglog_command
 from segfiles import T0, truncate
 
-from seglog.engine import inspect
+from seglog.engine import offline
 from seglog.engine.partitioner import partition_for_key
 
 Cli = Callable[..., Result]
@@ -179,7 +179,7 @@ def test_offsets(cli: Cli, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_verify_finds_nothing_wrong_with_what_the_engine_wrote(cli: Cli, data: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     fill(cli, data, monkeypatch, n=600)
-    info = inspect.describe_log_dir(data)
+    info = offline.describe_log_dir(data)
     assert max(len(p.segments) for p in info.partitions) >= 3  # small segments: several rolls
     r = cli("verify", data, "--deep", "-v")
     assert (r.code, r.out) == (0, ""), r
@@ -204,26 +204,27 @@ def test_explain_agrees_with_the_engine(cli: Cli, data: Path, monkeypatch: pytes
             return out
 
     for t, want in run(engine_answers()).items():
-        assert inspect.explain_timestamp(data, "orders", 0, T0 + t).result_offset == want, t
+        assert offline.explain_timestamp(data, "orders", 0, T0 + t).result_offset == want, t
     for offset in range(0, 150, 13):
-        assert inspect.explain_offset(data, "orders", 0, offset).result_offset == offset
+        assert offline.explain_offset(data, "orders", 0, offset).result_offset == offset
 
 
 def test_recover_dry_run_predicts_what_recover_does(cli: Cli, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fill(cli, data, monkeypatch, n=300)
     (data / ".clean-shutdown").unlink()
     (data / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # recover every segment
-    last = inspect.list_segments(data / "orders-1")[-1]
-    positions = inspect.scan_segment(last.log_path, max_batch_bytes=1 << 20, keep_batches=True).positions
+    last = offline.list_segments(data / "orders-1")[-1]
+    positions = offline.scan_segment(last.log_path, max_batch_bytes=1 << 20, keep_batches=True).positions
     truncate(last.log_path, positions[-1] + 7)  # a torn write
     plan = json.loads(cli("recover", data, "--dry-run", "--json").out)
     p1 = next(p for p in plan["partitions"] if p["partition"] == 1)
-    assert p1["segments"][-1]["action"] == "truncate" and p1["segments"][-1]["truncate_to"] == positions[-1]
+    assert p1["segments"][-1]["action"] == "truncate" and p1["segments"][-1]["valid_bytes"] == positions[-1]
     r = cli("recover", data, "--json")
     assert r.code == 0, r
-    assert inspect.verify(data).ok
-    after = {p.partition: p.log_end_offset for p in inspect.describe_log_dir(data).partitions}
-    assert after[1] == p1["log_end_offset_after"]
+    assert json.loads(r.out)["partitions"] == plan["partitions"]  # what the dry run said, segment by segment
+    assert offline.verify(data).ok
+    after = {p.partition: p.log_end_offset for p in offline.describe_log_dir(data).partitions}
+    assert after[1] == p1["log_end_offset"]
 
 
 # ------------------------------------------------------------------------------------------ real processes

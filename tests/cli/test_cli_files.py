@@ -9,7 +9,7 @@ from pathlib import Path
 from cliharness import Result, run_seglog
 from segfiles import append_bytes, flip_byte, truncate
 
-from seglog.engine import inspect
+from seglog.engine import offline
 
 Cli = Callable[..., Result]
 
@@ -39,7 +39,7 @@ def test_verify_corrupted_index_exits_1_and_names_the_file(cli: Cli, log_dir: Pa
 
 def test_verify_torn_tail_names_the_position(cli: Cli, log_dir: Path) -> None:
     log = seg(log_dir, 24)
-    positions = inspect.scan_segment(log, max_batch_bytes=1 << 20, keep_batches=True).positions
+    positions = offline.scan_segment(log, max_batch_bytes=1 << 20, keep_batches=True).positions
     truncate(log, positions[-1] + 10)
     r = cli("verify", "--log-dir", log_dir)
     assert r.code == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.engine import inspect
+from seglog.engine import offline
 from seglog.indexes import OffsetPosition
 from seglog.tools._output import (
     UsageError,
@@ -60,7 +60,7 @@ def test_bytes_round_trip_through_json() -> None:
 
 
 def test_jsonable_renders_the_library_values(tmp_path: Path) -> None:
-    finding = inspect.Finding(inspect.Severity.ERROR, inspect.Check.OFFSET_INDEX, tmp_path / "x.index", "bad", 8, 3)
+    finding = offline.Finding(offline.Severity.ERROR, offline.Check.OFFSET_INDEX, tmp_path / "x.index", "bad", 8, 3)
     assert jsonable(finding) == {"severity": "error", "check": "offset-index", "path": str(tmp_path / "x.index"),
                                  "message": "bad", "position": 8, "offset": 3}
     assert jsonable(OffsetPosition(5, 10)) == {"offset": 5, "position": 10}

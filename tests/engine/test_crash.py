@@ -323,9 +323,9 @@ async def test_an_index_with_positions_out_of_order_is_never_fatal_to_a_read(
                 assert (first.offset, first.value) == (offset, b"v%d" % (offset // 3) * 20)
             found = await log.offset_for_timestamp((await log.read(offset, 1)).records[0].timestamp or 0)
             assert found is not None and found.offset <= offset
-    # Said once for the file (with what to do), not once per read that met the bad entry.
+    # Said once for the file (and the indexes rebuilt), not once per read that met the bad entry.
     warnings = [r for r in caplog.records if "offset index places" in r.getMessage()]
-    assert len(warnings) == 1 and "seglog recover" in warnings[0].getMessage()
+    assert len(warnings) == 1 and "rebuilding the indexes" in warnings[0].getMessage()
 
 
 async def test_an_index_pointing_at_the_wrong_bytes_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path) -> None:

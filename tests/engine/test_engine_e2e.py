@@ -338,7 +338,7 @@ async def test_retention_by_size_and_time(tmp_path: Path) -> None:
         assert old.log_start_offset == 3 and old.log_end_offset == 3 and old.segment_count == 1
         res = await old.append([Record(b"new")])
         assert res.first_offset == 3
-        await reach(lambda: not eng._doomed, "the deletions (file.delete.delay.ms=0) ran in the background")
+        await reach(lambda: not eng._background._doomed, "the deletions (file.delete.delay.ms=0) ran in the background")
     leftovers = [p.name for p in (tmp_path / "old-0").iterdir() if p.name.endswith(".deleted")]
     assert leftovers == []
 

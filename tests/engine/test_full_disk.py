@@ -29,7 +29,7 @@ import pytest
 from full_disk_workload import SCENARIOS, digest
 
 from seglog.engine import Engine, LogConfig, Record
-from seglog.engine.inspect import verify
+from seglog.engine.offline import verify
 from seglog.engine.testing import partition_records
 
 WORKLOAD = Path(__file__).with_name("full_disk_workload.py")

@@ -125,7 +125,7 @@ async def test_a_clean_shutdown_record_too_large_to_read_falls_back_to_an_eager_
     # of partitions; both are read through _fs._read_small, bounded by MAX_SMALL_FILE_BYTES (64 MiB, "a
     # checkpoint of ~1M partitions"). A record over the bound makes _scan raise StorageError: the
     # engine cannot open the directory it closed cleanly, instead of falling back to an eager open
-    # (FORMAT.md §7: "a record that does not parse is logged and the open opens every partition").
+    # (FORMAT.md §8: "a record that does not parse is logged and the open opens every partition").
     # The bound is scaled down here so that a few dozen real segments cross it.
     from seglog.engine import _fs
 

@@ -14,7 +14,7 @@ import msgpack
 import pytest
 from seghelpers import SegmentFactory, batch
 
-from seglog.segments.batch import MAGIC_V1, TimestampType, encode_batch
+from seglog.segments.batch import MAGIC, MAGIC_V1, TimestampType, encode_batch
 from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
 from seglog.segments.faults import PowerLossOps
 from seglog.segments.records import Record
@@ -192,8 +192,17 @@ async def test_batches_below_the_base_offset_are_cut(make_segment: SegmentFactor
     assert await seg.recover(MAX_BATCH) == len(batch(5, "misplaced"))
 
 
+def sparse_batch(base_offset: int, deltas: list[int]) -> bytes:
+    """A valid batch whose records have the offset deltas ``deltas`` (a gap inside a batch is allowed)."""
+    n = len(deltas)
+    body = msgpack.packb([deltas, None, [None] * n, [b"v"] * n, None], use_bin_type=True)
+    tail = struct.pack(">hiqqqhii", 0, deltas[-1], 0, 0, -1, -1, -1, n) + body
+    return struct.pack(">qiibI", base_offset, 49 + len(body), -1, MAGIC, google_crc32c.value(tail)) + tail
+
+
 async def test_offsets_beyond_the_int32_range_are_refused(make_segment: SegmentFactory, tmp_path: Path) -> None:
-    (tmp_path / "00000000000000000000.log").write_bytes(batch(0, "a") + batch(2**31, "far"))
+    # Offsets 0, then 1 and 2**31 in one batch: valid, but 2**31 is not storable relative to base 0.
+    (tmp_path / "00000000000000000000.log").write_bytes(batch(0, "a") + sparse_batch(1, [0, 2**31 - 1]))
     seg = await make_segment(0, file_already_exists=True)
     with pytest.raises(SegmentOffsetOverflowError, match="more than 2\\*\\*31-1 above"):
         await seg.recover(MAX_BATCH)

@@ -34,8 +34,9 @@ async def test_truncate_to_leaves_timestamps_offsets_reads_and_indexes_consisten
             assert m.offset == next(o for o, t in kept if t == exp_max)
         assert await seg.read_next_offset() == (kept[-1][0] + 1 if kept else 100)
         # append after truncation and check lookups by offset and timestamp against brute force
+        first = kept[-1][0] + 1 if kept else 100  # offsets follow on (docs/FORMAT.md §2.3 rule 7)
         for j in range(10):
-            o = (kept[-1][0] + 1 if kept else 100) + j
+            o = first + j
             t = rnd.randrange(1000)
             await seg.append([batch(o, "w" * rnd.randrange(1, 80), ts=t)])
             kept.append((o, t))

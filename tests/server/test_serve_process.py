@@ -175,6 +175,6 @@ def test_offsets_committed_over_the_wire_survive_sigkill_of_the_server(tmp_path:
             server.process.send_signal(signal.SIGKILL)
             server.process.communicate(timeout=TIMEOUT_S)
             consumer.close()
-    from seglog.engine import inspect
+    from seglog.engine import offline
 
-    assert inspect.group_offsets(data) == {"ledger": {("paid", 0): 2}}
+    assert offline.group_offsets(data) == {"ledger": {("paid", 0): 2}}

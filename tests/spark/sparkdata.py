@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from seglog.engine import scan
+from seglog.engine import offline
 from seglog.engine.config import LogConfig
 from seglog.engine.runner import run
 from seglog.segments.records import Record
@@ -67,4 +67,4 @@ def reads(trace: Path) -> list[str]:
 
 
 def segment_count(path: Path, topic: str, partition: int) -> int:
-    return len(scan.list_segments(path, topic, partition))
+    return len(offline.list_segments(offline.partition_path(path, topic, partition)))

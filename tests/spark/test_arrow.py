@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from seglog.engine.scan import ColumnBuffers, RecordColumns
+from seglog.engine.offline import ColumnBuffers, RecordColumns
 from seglog.tools.spark.arrow import arrow_schema, buffers_to_batch, columns_to_batch
 
 

@@ -112,7 +112,7 @@ def test_pipeline_command_refuses_bad_arguments_before_starting_spark(capsys: py
 
 
 def _ranges(sizes_mib: list[int]) -> list[Any]:
-    from seglog.engine.scan import SegmentRange
+    from seglog.engine.offline import SegmentRange
 
     return [
         SegmentRange("t", i // 2, f"/x/{i}.log", 0, 0, size << 20, 0, 2**63 - 1) for i, size in enumerate(sizes_mib)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sparkdata import BASE_TS, build_log, reads, record
 
-from seglog.engine import scan
+from seglog.engine import offline
 from seglog.tools.spark import read_seglog
 
 pytestmark = pytest.mark.spark
@@ -36,8 +36,8 @@ def expected_rows(predicate: Any = lambda t, p, i: True) -> list[tuple[str, int,
 def overlapping(log_dir: Path, topic: str, partition: int, first: int, last: int) -> list[str]:
     """Segment files of a partition holding any offset in ``[first, last]``."""
     return [
-        f"{topic}-{partition}/{Path(s.path).name}"
-        for s in scan.list_segments(log_dir, topic, partition)
+        f"{topic}-{partition}/{s.log_path.name}"
+        for s in offline.list_segments(offline.partition_path(log_dir, topic, partition))
         if s.base_offset <= last and (s.next_base_offset is None or s.next_base_offset > first)
     ]
 
@@ -59,7 +59,8 @@ def test_schema_count_and_contents(spark: Any, log_dir: Path) -> None:
     # maxPartitionBytes=1: one Spark partition per segment, the directory spread over tasks. By default
     # the small segments are packed as Spark packs small files (here: 11 segments into 3 tasks on 2
     # cores), with the same rows.
-    segments = sum(len(scan.list_segments(log_dir, t, p)) for t, p in scan.list_partitions(log_dir))
+    partitions = offline.list_partitions(log_dir)
+    segments = sum(len(offline.list_segments(offline.partition_path(log_dir, t, p))) for t, p in partitions)
     assert segments >= 8
     assert read_seglog(spark, str(log_dir), maxPartitionBytes=1).rdd.getNumPartitions() == segments
     assert read_seglog(spark, str(log_dir), maxPartitionBytes=1).count() == 1230

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from seglog.engine import Engine, LogConfig, Record
+from seglog.engine import Engine, LogConfig, Record, offline
 from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset
 from seglog.tools.bench.timing import now
 from seglog.tools.bench.workloads import TOPIC
@@ -44,11 +44,12 @@ async def build_many_partitions(root: Path, partitions: int, batches_per_segment
             if segment < SEGMENTS_PER_PARTITION - 1:
                 await log.roll()
     source = root / f"{TOPIC}-0"
-    files = [p for p in source.iterdir() if p.suffix in (".log", ".index", ".timeindex")]
+    copied = (offline.LOG_SUFFIX, offline.INDEX_SUFFIX, offline.TIME_INDEX_SUFFIX)
+    files = [p for p in source.iterdir() if p.suffix in copied]
     for partition in range(1, partitions):
         target = root / f"{TOPIC}-{partition}"
         for stale in target.iterdir():
-            if stale.suffix in (".log", ".index", ".timeindex"):
+            if stale.suffix in copied:
                 stale.unlink()
         for path in files:
             shutil.copyfile(path, target / path.name)
@@ -57,7 +58,7 @@ async def build_many_partitions(root: Path, partitions: int, batches_per_segment
     (root / ".clean-shutdown").unlink()
     async with Engine.open(root):
         pass
-    return partitions * sum(p.stat().st_size for p in files if p.suffix == ".log")
+    return partitions * sum(p.stat().st_size for p in files if p.suffix == offline.LOG_SUFFIX)
 
 
 async def timed_open(root: Path, *, use_every_partition: bool = False) -> float:
@@ -124,7 +125,7 @@ async def build_crash_cases(root: Path, data: Dataset, unit_bytes: int) -> list[
                 if unit < units - 1:
                     await log.roll()
             total = log.size_bytes
-        sizes = sorted((int(p.name.split(".")[0]), p.stat().st_size) for p in (directory / f"{TOPIC}-0").glob("*.log"))
+        sizes = sorted((s.base_offset, s.size_bytes) for s in offline.list_segments(directory / f"{TOPIC}-0"))
         for after in afters:
             after_bytes = sum(size for _, size in sizes[units - after :])
             label = f"total {units}X, after {after}X"

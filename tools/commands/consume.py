@@ -1,6 +1,6 @@
 """``seglog consume TOPIC``: read records by offset or time, print them as text, JSON Lines or raw bytes.
 
-Reads the files with :func:`seglog.engine.inspect.read_records` (``pread``, no lock,
+Reads the files with :func:`seglog.engine.offline.read_records` (``pread``, no lock,
 no mmap), so it works while an application has the directory open, even as it
 trims and truncates files. ``--follow`` keeps going at the end of the log:
 ``PartitionLog.subscribe`` only wakes for appends made through the same
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seglog.engine import Engine, inspect
+from seglog.engine import Engine, offline
 from seglog.engine.errors import InvalidRecordError, UnknownTopicOrPartitionError
 from seglog.engine.validate import INT64_MAX, INT64_MIN, validate_group
 from seglog.tools._output import (
@@ -120,9 +120,9 @@ class _Printer:
 
 
 def _resolve_start(args: argparse.Namespace, path: Path, partition: int, committed: int | None) -> int:
-    info = inspect.partition_info(path, args.topic, partition)
+    info = offline.partition_info(path, args.topic, partition)
     if args.from_time is not None:
-        hit = inspect.offset_for_timestamp(path, args.topic, partition, args.from_time)
+        hit = offline.offset_for_timestamp(path, args.topic, partition, args.from_time)
         return info.log_end_offset if hit is None else hit.offset
     spec = args.start
     if spec is None:
@@ -153,7 +153,7 @@ def _stop_offset(args: argparse.Namespace, path: Path, partition: int) -> int | 
     if args.to_offset is not None:
         return int(args.to_offset)
     if args.to_time is not None:
-        hit = inspect.offset_for_timestamp(path, args.topic, partition, args.to_time)
+        hit = offline.offset_for_timestamp(path, args.topic, partition, args.to_time)
         return None if hit is None else hit.offset
     return None
 
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             validate_group(args.group)  # before anything is consumed: the commit at the end would refuse it
         except InvalidRecordError as exc:
             raise UsageError(f"--group: {exc}") from None
-    partitions = [p.partition for p in inspect.describe_log_dir(path, topic=args.topic).partitions]
+    partitions = [p.partition for p in offline.describe_log_dir(path, topic=args.topic).partitions]
     if not partitions:
         raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
     wanted = args.partition or partitions
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UnknownTopicOrPartitionError(
             f"topic {args.topic!r} has partitions {partitions}; there is no partition {unknown[0]}")
-    committed = inspect.group_offsets(path).get(args.group, {}) if args.group else {}
+    committed = offline.group_offsets(path).get(args.group, {}) if args.group else {}
     positions = {p: _resolve_start(args, path, p, committed.get((args.topic, p))) for p in wanted}
     stops = {p: _stop_offset(args, path, p) for p in wanted}
     printed = 0
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         done = True
         for partition in sorted(positions):
             if not limit_reached():
-                for rec in inspect.read_records(path, args.topic, partition, positions[partition],
+                for rec in offline.read_records(path, args.topic, partition, positions[partition],
                                                 end_offset=stops[partition]):
                     printer.record(args.topic, partition, rec)
                     printed += 1

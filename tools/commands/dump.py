@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from seglog.engine import inspect
-from seglog.engine.inspect import Finding, Severity
+from seglog.engine import offline
 from seglog.engine.names import is_partition_dir_name
+from seglog.engine.offline import Finding, Severity
 from seglog.tools._output import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -35,7 +35,6 @@ DESCRIPTION = (
     "--print-data), the entries of a .index/.timeindex (checked against the .log beside it) or a .txnindex. "
     "A partition directory dumps each of its segments' files in offset order."
 )
-SEGMENT_SUFFIXES: Final = (".log", ".index", ".timeindex", ".txnindex")
 
 
 def register(subparsers: Any) -> None:
@@ -66,7 +65,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _batch_dict(b: inspect.BatchInfo) -> dict[str, Any]:
+def _batch_dict(b: offline.BatchInfo) -> dict[str, Any]:
     h = b.header
     out: dict[str, Any] = {
         "position": b.position, "base_offset": h.base_offset, "last_offset": h.last_offset,
@@ -86,7 +85,7 @@ def _batch_dict(b: inspect.BatchInfo) -> dict[str, Any]:
     return out
 
 
-def _batch_line(b: inspect.BatchInfo) -> str:
+def _batch_line(b: offline.BatchInfo) -> str:
     h = b.header
     return (
         f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
@@ -109,7 +108,7 @@ def _record_line(r: Any, data: bool) -> str:
 def _dump_log(path: Path, args: argparse.Namespace, findings: list[Finding], doc: dict[str, Any] | None) -> None:
     deep = args.print_data or args.deep_iteration
     batches: list[dict[str, Any]] = []
-    for b in inspect.dump_log(path, records=deep, max_bytes=args.max_bytes, findings=findings):
+    for b in offline.dump_log(path, records=deep, max_bytes=args.max_bytes, findings=findings):
         if doc is not None:
             batches.append(_batch_dict(b))
             continue
@@ -121,15 +120,15 @@ def _dump_log(path: Path, args: argparse.Namespace, findings: list[Finding], doc
 
 
 def _dump_index(path: Path, args: argparse.Namespace, findings: list[Finding], doc: dict[str, Any] | None) -> None:
-    log = path.with_suffix(".log")
+    log = path.with_suffix(offline.LOG_SUFFIX)
     active = not args.index_sanity_check and _is_last_segment(log)
-    sanity = inspect.index_sanity_check(path, active=active)
+    sanity = offline.index_sanity_check(path, active=active)
     findings.extend(sanity)
     if args.index_sanity_check:
         if not any(f.severity is Severity.ERROR for f in sanity):
             note(f"{path} passed sanity check.")
         return
-    dump = inspect.dump_index(path)
+    dump = offline.dump_index(path)
     if not args.verify_index_only:
         if doc is not None:
             doc["entries"] = [e._asdict() for e in dump.entries]
@@ -141,20 +140,20 @@ def _dump_index(path: Path, args: argparse.Namespace, findings: list[Finding], d
         note(f"{path}: no {log.name} beside it; entries not checked against the log")
         return
     if not any(f.severity is Severity.ERROR for f in sanity):
-        scan = inspect.scan_segment(log, max_batch_bytes=inspect.max_batch_bytes_for(log.parent),
+        scan = offline.scan_segment(log, max_batch_bytes=offline.max_batch_bytes_for(log.parent),
                                     base_offset=dump.base_offset, keep_batches=True)
-        findings.extend(inspect.verify_index_against_log(dump, scan, active=active))
+        findings.extend(offline.verify_index_against_log(dump, scan, active=active))
 
 
 def _is_last_segment(log: Path) -> bool:
-    base = inspect.base_offset_of(log)
+    base = offline.base_offset_of(log)
     if base is None or not log.parent.is_dir():
         return False
-    return all(s.base_offset <= base for s in inspect.list_segments(log.parent))
+    return all(s.base_offset <= base for s in offline.list_segments(log.parent))
 
 
 def _dump_txn(path: Path, doc: dict[str, Any] | None) -> None:
-    dump = inspect.dump_txn_index(path)
+    dump = offline.dump_txn_index(path)
     if doc is not None:
         doc["entries"] = [t._asdict() for t in dump.entries]
         return
@@ -174,9 +173,9 @@ def _segment_files(name: str) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise UsageError(f"{path}: no such file or directory")
-    segments = inspect.list_segments(path)
+    segments = offline.list_segments(path)
     if segments:
-        return [f for seg in segments for suffix in SEGMENT_SUFFIXES if (f := seg.sibling(suffix)).is_file()]
+        return [f for seg in segments for suffix in offline.SEGMENT_SUFFIXES if (f := seg.sibling(suffix)).is_file()]
     partitions = sorted(child.name for child in path.iterdir() if is_partition_dir_name(child.name) and child.is_dir())
     if partitions:
         raise UsageError(
@@ -202,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
             _dump_index(path, args, findings, doc)
         elif kind.startswith("txnindex"):
             _dump_txn(path, doc)
-            findings.extend(inspect.index_sanity_check(path))
+            findings.extend(offline.index_sanity_check(path))
         else:
             note(f"Ignoring unknown file {path}")
             continue

@@ -1,6 +1,6 @@
 """``seglog explain TOPIC PARTITION --offset N | --timestamp T``: show how a lookup finds its answer.
 
-A thin shell over :func:`seglog.engine.inspect.explain_offset` / ``explain_timestamp``
+A thin shell over :func:`seglog.engine.offline.explain_offset` / ``explain_timestamp``
 (read-only, straight from the files): the segment chosen, the index slots the
 search probed and the entry it settled on, the batches scanned from there and
 the bytes read, and the result.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from seglog.engine import inspect
+from seglog.engine import offline
 from seglog.tools._output import EXIT_OK, add_command, add_json, add_log_dir, iso, log_dir_of, print_json, time_arg
 
 
@@ -39,16 +39,16 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _probes(probes: list[inspect.IndexProbe], what: str) -> str:
+def _probes(probes: list[offline.IndexProbe], what: str) -> str:
     return ", ".join(f"slot {p.slot} ({what} {p.key})" for p in probes) or "none"
 
 
 def run(args: argparse.Namespace) -> int:
     path = log_dir_of(args)
     if args.offset is not None:
-        ex = inspect.explain_offset(path, args.topic, args.partition, args.offset)
+        ex = offline.explain_offset(path, args.topic, args.partition, args.offset)
     else:
-        ex = inspect.explain_timestamp(path, args.topic, args.partition, args.timestamp)
+        ex = offline.explain_timestamp(path, args.topic, args.partition, args.timestamp)
     if args.json:
         print_json(ex)
         return EXIT_OK

@@ -1,7 +1,7 @@
 """``seglog groups list|describe|reset|delete``: consumer groups — members, state, committed offsets, lag, resets.
 
 Everything is read from the log directory's group store, without the lock
-(:func:`seglog.engine.inspect.group_store`): committed offsets (the same
+(:func:`seglog.engine.offline.group_store`): committed offsets (the same
 ones Kafka clients commit over the wire and library consumers commit), and
 each group's membership snapshot, which the engine's group coordinator
 writes at every change. Membership lives only in a running engine (``seglog
@@ -21,7 +21,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from seglog.engine import Engine, inspect
+from seglog.engine import Engine, offline
 from seglog.engine.errors import NonEmptyGroupError, UnknownTopicOrPartitionError
 from seglog.tools._output import (
     EXIT_OK,
@@ -103,8 +103,8 @@ class _View:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.image = inspect.group_store(path)
-        self.holder = inspect.lock_holder(path)
+        self.image = offline.group_store(path)
+        self.holder = offline.lock_holder(path)
 
     def names(self) -> list[str]:
         return sorted(set(self.image.offsets) | {g for g in self.image.snapshots if self._members(g)})
@@ -151,7 +151,7 @@ class _View:
                 "client_id": owner.get("client_id"), "host": owner.get("client_host"),
             }
             try:
-                info = inspect.partition_info(self.path, topic, partition)
+                info = offline.partition_info(self.path, topic, partition)
             except UnknownTopicOrPartitionError:
                 rows.append(row)
                 continue
@@ -248,14 +248,14 @@ def _dash(value: object) -> object:
 
 
 def _target(args: argparse.Namespace, path: Path, partition: int) -> int:
-    info = inspect.partition_info(path, args.topic, partition)
+    info = offline.partition_info(path, args.topic, partition)
     start, end = info.log_start_offset, info.log_end_offset
     if args.to_earliest:
         return start
     if args.to_latest:
         return end
     if args.to_datetime is not None:
-        hit = inspect.offset_for_timestamp(path, args.topic, partition, args.to_datetime)
+        hit = offline.offset_for_timestamp(path, args.topic, partition, args.to_datetime)
         return end if hit is None else hit.offset
     return int(min(max(args.to_offset, start), end))
 
@@ -266,7 +266,7 @@ def reset(args: argparse.Namespace) -> int:
         raise UsageError("--to-offset must not be negative")
     view = _View(path)
     view.refuse_if_active(args.group, "offsets can be reset for")
-    partitions = [p.partition for p in inspect.describe_log_dir(path, topic=args.topic).partitions]
+    partitions = [p.partition for p in offline.describe_log_dir(path, topic=args.topic).partitions]
     if not partitions:
         raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
     previous = view.image.offsets.get(args.group, {})

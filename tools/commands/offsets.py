@@ -1,6 +1,6 @@
 """``seglog offsets [TOPIC]``: earliest, latest, max-timestamp or by-time offsets per partition (kafka-get-offsets).
 
-Answers with :func:`seglog.engine.inspect.offset_for_timestamp` (what
+Answers with :func:`seglog.engine.offline.offset_for_timestamp` (what
 ``PartitionLog.offset_for_timestamp`` answers, read from the files without a
 lock or mmap, so it is safe beside a live engine), with Kafka's ListOffsets
 sentinels: ``earliest`` (-2), ``latest`` (-1), ``max-timestamp`` (-3), or a
@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from seglog.engine import inspect
+from seglog.engine import offline
 from seglog.engine.errors import UnknownTopicOrPartitionError
 from seglog.tools._output import (
     EXIT_OK,
@@ -78,7 +78,7 @@ def time_spec(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     path: Path = log_dir_of(args)
     target = time_spec(args.time)
-    found = sorted((p.topic, p.partition) for p in inspect.describe_log_dir(path, topic=args.topic).partitions)
+    found = sorted((p.topic, p.partition) for p in offline.describe_log_dir(path, topic=args.topic).partitions)
     if args.topic is not None:
         if not found:
             raise UnknownTopicOrPartitionError(f"unknown topic {args.topic!r} in {path}")
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         wanted = [(t, p) for t, p in found if not args.partition or p in args.partition]
     rows = []
     for topic, p in wanted:
-        hit = inspect.offset_for_timestamp(path, topic, p, target)
+        hit = offline.offset_for_timestamp(path, topic, p, target)
         rows.append({"topic": topic, "partition": p, "offset": None if hit is None else hit.offset,
                      "timestamp": None if hit is None or hit.timestamp < 0 else hit.timestamp})
     if args.json:

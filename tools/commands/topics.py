@@ -1,7 +1,7 @@
 """``seglog topics create|list|describe|delete``: manage and describe the topics of a log directory.
 
 ``create`` and ``delete`` open the directory with an ``Engine`` (taking its
-lock); ``list`` and ``describe`` read the files with :mod:`seglog.engine.inspect`
+lock); ``list`` and ``describe`` read the files with :mod:`seglog.engine.offline`
 (no lock, nothing written), so they also work while an application has the
 directory open.
 """
@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from seglog.engine import Engine, LogConfig, inspect
+from seglog.engine import Engine, LogConfig, offline
 from seglog.engine.errors import TopicExistsError, UnknownTopicOrPartitionError
 from seglog.tools._output import (
     EXIT_OK,
@@ -118,15 +118,15 @@ def delete(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _topics(info: inspect.LogDirInfo) -> dict[str, list[inspect.PartitionInfo]]:
-    out: dict[str, list[inspect.PartitionInfo]] = {}
+def _topics(info: offline.LogDirInfo) -> dict[str, list[offline.PartitionInfo]]:
+    out: dict[str, list[offline.PartitionInfo]] = {}
     for p in info.partitions:
         out.setdefault(p.topic, []).append(p)
     return out
 
 
 def list_topics(args: argparse.Namespace) -> int:
-    info = inspect.describe_log_dir(log_dir_of(args))
+    info = offline.describe_log_dir(log_dir_of(args))
     topics = _topics(info)
     if args.json:
         print_json([{"topic": t, "partitions": len(ps), "size_bytes": sum(p.size_bytes for p in ps),
@@ -138,13 +138,13 @@ def list_topics(args: argparse.Namespace) -> int:
 
 
 def _effective_config(overrides: dict[str, Any]) -> dict[str, str]:
-    # inspect hands over overrides only when they parsed; an unreadable topic.json gives {} (the defaults).
+    # offline hands over overrides only when they parsed; an unreadable topic.json gives {} (the defaults).
     return LogConfig.from_properties(overrides).to_properties()
 
 
 def describe(args: argparse.Namespace) -> int:
     path: Path = log_dir_of(args)
-    info = inspect.describe_log_dir(path)
+    info = offline.describe_log_dir(path)
     topics = _topics(info)
     wanted = args.topics or list(topics)
     missing = [t for t in wanted if t not in topics]

@@ -1,6 +1,6 @@
 """``seglog verify [DIR]``: check every segment and index of a log directory; exit 1 on findings.
 
-A thin shell over :func:`seglog.engine.inspect.verify` (read-only: no lock, no write).
+A thin shell over :func:`seglog.engine.offline.verify` (read-only: no lock, no write).
 Findings go to stdout, one per line (``severity [check] FILE @POSITION
 (offset N): message``), the summary to stderr. Exit 0 when no error or warning was found,
 1 otherwise, 2 when DIR is not a directory.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from seglog.engine import inspect
-from seglog.engine.inspect import Severity
+from seglog.engine import offline
+from seglog.engine.offline import Severity
 from seglog.tools._output import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     path = log_dir_of(args)
     with scan_progress("verify", enabled=not args.no_progress) as on_progress:
-        report = inspect.verify(path, deep=args.deep, since_ms=args.since, on_progress=on_progress)
+        report = offline.verify(path, deep=args.deep, since_ms=args.since, on_progress=on_progress)
     if args.json:
         print_json({"ok": report.ok, "bad_files": report.bad_files, **_summary(report), "findings": report.findings})
     else:
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
-def _summary(report: inspect.VerifyReport) -> dict[str, Any]:
+def _summary(report: offline.VerifyReport) -> dict[str, Any]:
     return {
         "path": report.path, "partitions": report.partitions, "segments": report.segments,
         "batches": report.batches, "records": report.records, "bytes_checked": report.bytes_checked,

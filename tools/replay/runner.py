@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from seglog.engine import Record, errors
+from seglog.engine import Record, errors, offline
 from seglog.tools.replay.format import OP_FETCH
 from seglog.tools.replay.pacing import Pacer
 from seglog.tools.replay.plan import (
@@ -651,16 +651,12 @@ def storage_snapshot(log_dir: str | os.PathLike[str], topic_partitions: Iterable
         if not d.is_dir():
             segments[name] = 0
             continue
-        count = 0
-        for entry in os.scandir(d):
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            st = entry.stat(follow_symlinks=False)
-            allocated += st.st_blocks * 512
-            if entry.name.endswith(".log"):
-                count += 1
-                log_bytes += st.st_size
-        segments[name] = count
+        listed = offline.list_segments(d)  # the engine's own listing of the segments
+        segments[name] = len(listed)
+        log_bytes += sum(s.size_bytes for s in listed)
+        for entry in os.scandir(d):  # every file's allocated blocks, indexes and leftovers included
+            if entry.is_file(follow_symlinks=False):
+                allocated += entry.stat(follow_symlinks=False).st_blocks * 512
     return StorageSnapshot(segments, log_bytes, allocated)
 
 

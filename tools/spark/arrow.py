@@ -3,9 +3,9 @@
 Owns: :data:`SCHEMA` (Spark's own Kafka-source schema), :func:`arrow_schema`
 (the exact Arrow schema pyspark 4.3.0 demands of a Python source's batches:
 down to nullability and ``timestamp[us, tz=UTC]``), :func:`buffers_to_batch` (what the source
-uses: Arrow wraps the :class:`~seglog.engine.scan.ColumnBuffers` the C reader filled,
+uses: Arrow wraps the :class:`~seglog.engine.offline.ColumnBuffers` the C reader filled,
 one join per column), :func:`columns_to_batch` (the same from decoded
-:class:`~seglog.engine.scan.RecordColumns` lists: the reference the tests compare
+:class:`~seglog.engine.offline.RecordColumns` lists: the reference the tests compare
 with) and :func:`batch_rows` (a written DataFrame's Arrow batch back to plain columns).
 
 Imports pyspark and pyarrow (the ``spark`` extra); runs on the driver and on
@@ -33,7 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from seglog.engine.scan import ColumnBuffers, RecordColumns
+from seglog.engine.offline import ColumnBuffers, RecordColumns
 from seglog.segments.columns import BinaryBuffers
 
 __all__ = ["SCHEMA", "SCHEMA_DDL", "arrow_schema", "batch_rows", "buffers_to_batch", "columns_to_batch"]
@@ -87,7 +87,7 @@ def columns_to_batch(topic: str, partition: int, cols: RecordColumns) -> pa.Reco
 
 
 def buffers_to_batch(topic: str, partition: int, chunk: ColumnBuffers) -> pa.RecordBatch:
-    """:func:`columns_to_batch` for :class:`~seglog.engine.scan.ColumnBuffers`: Arrow wraps the buffers (one join
+    """:func:`columns_to_batch` for :class:`~seglog.engine.offline.ColumnBuffers`: Arrow wraps the buffers (one join
     each)."""
     schema = arrow_schema()
     n = chunk.rows

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from seglog.engine import errors, scan
+from seglog.engine import errors, offline
 from seglog.tools.spark import read_seglog
 from seglog.tools.spark.options import partition_key
 
@@ -133,16 +133,16 @@ def export_log(spark: Any, log_dir: str, out_dir: str, *, topics: Sequence[str] 
             )
     else:
         manifest = {"version": MANIFEST_VERSION, "log_dir": log_abs, "next": {}, "runs": []}
-    starts = scan.log_start_offsets(log_dir)
+    starts = offline.log_start_offsets(log_dir)
     result = ExportResult(manifest=str(manifest_path))
     idle: dict[str, int] = {}  # partitions with nothing new: pinned to an empty range in the read's options
-    for topic, partition in scan.list_partitions(log_dir):
+    for topic, partition in offline.list_partitions(log_dir):
         if topics is not None and topic not in topics:
             continue
         key = partition_key(topic, partition)
-        segments = scan.list_segments(log_dir, topic, partition)
+        segments = offline.list_segments(offline.partition_path(log_dir, topic, partition))
         log_start = max(starts.get((topic, partition), 0), segments[0].base_offset if segments else 0)
-        end = scan.log_end_offset(log_dir, topic, partition)
+        end = offline.log_end_offset(log_dir, topic, partition)
         begin = int(manifest["next"].get(key, log_start))
         if begin < log_start:
             result.gaps[key] = (begin, log_start)

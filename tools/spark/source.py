@@ -4,7 +4,7 @@ Owns: :class:`SeglogDataSource` (``name() == "seglog"``), the batch reader
 (:class:`SeglogReader`: consecutive segment ranges packed into input partitions
 by Spark's file-source rule, :func:`pack_ranges`; filters
 on ``topic``/``partition``/``offset``/``timestamp`` answered by
-:mod:`seglog.engine.scan` with the indexes), the stream reader
+:mod:`seglog.engine.offline` with the indexes), the stream reader
 (:class:`SeglogStreamReader`: offsets ``{"<topic>-<partition>": next_offset}``,
 ``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``), and the planning they
 share. The writer lives in :mod:`seglog.tools.spark.writer`.
@@ -42,7 +42,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from seglog.engine import scan
+from seglog.engine import offline
 from seglog.tools.spark.arrow import SCHEMA, buffers_to_batch
 from seglog.tools.spark.options import (
     EARLIEST,
@@ -56,15 +56,15 @@ from seglog.tools.spark.options import (
 
 __all__ = ["PushedBounds", "SeglogDataSource", "SeglogReader", "SeglogStreamReader", "SegmentPartition"]
 
-_NO_END = scan.NO_END
+_NO_END = offline.NO_END
 
 
 @dataclass
 class SegmentPartition(InputPartition):
-    """One Spark task's work: one or more :class:`seglog.engine.scan.SegmentRange` (picklable, a few hundred bytes
+    """One Spark task's work: one or more :class:`seglog.engine.offline.SegmentRange` (picklable, a few hundred bytes
     each)."""
 
-    ranges: tuple[scan.SegmentRange, ...]
+    ranges: tuple[offline.SegmentRange, ...]
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, None)
@@ -76,7 +76,7 @@ _OPEN_COST_BYTES: Final = 4 << 20
 
 
 def pack_ranges(
-    ranges: list[scan.SegmentRange], max_partition_bytes: int, min_partitions: int
+    ranges: list[offline.SegmentRange], max_partition_bytes: int, min_partitions: int
 ) -> list[SegmentPartition]:
     """Input partitions of consecutive segment ranges, by the packing rule of Spark's file sources.
 
@@ -92,7 +92,7 @@ def pack_ranges(
     total = sum(r.end_position - r.start_position + _OPEN_COST_BYTES for r in ranges)
     max_bytes = min(max_partition_bytes, max(_OPEN_COST_BYTES, total // min_partitions))
     packed: list[SegmentPartition] = []
-    group: list[scan.SegmentRange] = []
+    group: list[offline.SegmentRange] = []
     size = 0
     for r in ranges:
         cost = r.end_position - r.start_position + _OPEN_COST_BYTES
@@ -220,7 +220,7 @@ def plan_read(
     pushed: PushedBounds,
     *,
     stream_ranges: Mapping[tuple[str, int], tuple[int, int]] | None = None,
-) -> list[scan.SegmentRange]:
+) -> list[offline.SegmentRange]:
     """Every segment range the read needs, partition by partition (runs where Spark plans: no Spark calls).
 
     ``stream_ranges`` (micro-batches) gives the exact ``[start, end)`` offsets
@@ -228,10 +228,10 @@ def plan_read(
     """
     if pushed.unsatisfiable:
         return []
-    trace = scan.append_trace(opts.trace_file) if opts.trace_file else None
-    log_starts = scan.log_start_offsets(opts.path)
-    ranges: list[scan.SegmentRange] = []
-    for topic, partition in scan.list_partitions(opts.path):
+    trace = offline.append_trace(opts.trace_file) if opts.trace_file else None
+    log_starts = offline.log_start_offsets(opts.path)
+    ranges: list[offline.SegmentRange] = []
+    for topic, partition in offline.list_partitions(opts.path):
         if not opts.selects(topic):
             continue
         if pushed.topics is not None and topic not in pushed.topics:
@@ -245,18 +245,18 @@ def plan_read(
             if (topic, partition) not in stream_ranges:
                 continue
             first, end = stream_ranges[(topic, partition)]
-            bounds = scan.Bounds(first, end)
+            bounds = offline.Bounds(first, end)
         else:
             # Below the log start and above the log end, plan_partition clamps: 0 and NO_END are safe.
             begin, begin_ts = _resolve(opts.starting, topic, partition, log_start=0, log_end=_NO_END)
             stop, stop_ts = _resolve(opts.ending, topic, partition, log_start=0, log_end=_NO_END)
-            bounds = scan.Bounds(
+            bounds = offline.Bounds(
                 max(begin or 0, pushed.start_offset),
                 min(_NO_END if stop is None else stop, pushed.end_offset),
                 _max_opt(begin_ts, pushed.from_timestamp),
                 _min_opt(stop_ts, pushed.until_timestamp),
             )
-        plan = scan.plan_partition(opts.path, topic, partition, bounds, log_start_offset=log_start, trace=trace)
+        plan = offline.plan_partition(opts.path, topic, partition, bounds, log_start_offset=log_start, trace=trace)
         ranges.extend(plan.ranges)
     return ranges
 
@@ -274,9 +274,9 @@ def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.
     ranges = getattr(partition, "ranges", None)
     if ranges is None:  # Spark turns an empty partition list into one InputPartition(None)
         return
-    trace = scan.append_trace(opts.trace_file) if opts.trace_file else None
+    trace = offline.append_trace(opts.trace_file) if opts.trace_file else None
     for segment_range in ranges:
-        chunks = scan.scan_range_buffers(
+        chunks = offline.scan_range_buffers(
             segment_range, rows_per_chunk=opts.rows_per_batch, max_chunk_bytes=opts.bytes_per_batch, trace=trace
         )
         for chunk in chunks:
@@ -323,16 +323,16 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _ends(self) -> dict[str, int]:
         return {
-            partition_key(t, p): scan.log_end_offset(self.opts.path, t, p)
-            for t, p in scan.list_partitions(self.opts.path)
+            partition_key(t, p): offline.log_end_offset(self.opts.path, t, p)
+            for t, p in offline.list_partitions(self.opts.path)
             if self.opts.selects(t)
         }
 
     def _starts(self) -> dict[str, int]:
-        starts = scan.log_start_offsets(self.opts.path)
+        starts = offline.log_start_offsets(self.opts.path)
         return {
             partition_key(t, p): max(starts.get((t, p), 0), _first_base(self.opts.path, t, p))
-            for t, p in scan.list_partitions(self.opts.path)
+            for t, p in offline.list_partitions(self.opts.path)
             if self.opts.selects(t)
         }
 
@@ -345,7 +345,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             value, ts = _resolve(self.opts.starting, topic, partition, log_start=starts[key], log_end=end)
             if value is None:
                 assert ts is not None
-                plan = scan.plan_partition(self.opts.path, topic, partition, scan.Bounds(from_timestamp=ts))
+                plan = offline.plan_partition(self.opts.path, topic, partition, offline.Bounds(from_timestamp=ts))
                 value = _first_offset(plan, end)
             out[key] = min(max(value, starts[key]), end)
         return out
@@ -391,14 +391,14 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def _first_base(log_dir: str, topic: str, partition: int) -> int:
-    segments = scan.list_segments(log_dir, topic, partition)
+    segments = offline.list_segments(offline.partition_path(log_dir, topic, partition))
     return segments[0].base_offset if segments else 0
 
 
-def _first_offset(plan: scan.PartitionPlan, log_end: int) -> int:
+def _first_offset(plan: offline.PartitionPlan, log_end: int) -> int:
     """The first offset a timestamp-bounded plan returns (the earliest with timestamp >= the bound)."""
     for r in plan.ranges:
-        for cols in scan.scan_range(r, rows_per_chunk=1):
+        for cols in offline.scan_range(r, rows_per_chunk=1):
             return cols.offsets[0]
     return log_end
 

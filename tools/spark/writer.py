@@ -43,7 +43,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from seglog.engine import errors, scan
+from seglog.engine import errors, offline
 from seglog.engine.names import validate_partition, validate_topic
 from seglog.engine.partitioner import partition_for_key
 from seglog.engine.runner import run
@@ -176,7 +176,7 @@ class SeglogWriter(DataSourceArrowWriter):
         self.overwrite = overwrite
         self.job = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
         counts: dict[str, int] = {}
-        for topic, partition in scan.list_partitions(self.path) if os.path.isdir(self.path) else []:
+        for topic, partition in offline.list_partitions(self.path) if os.path.isdir(self.path) else []:
             counts[topic] = max(counts.get(topic, 0), partition + 1)
         self.partition_counts = counts
         # The driver makes the job's staging directory; tasks only create files in it, so a task still

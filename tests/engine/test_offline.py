@@ -1,4 +1,4 @@
-"""engine.inspect: describe, dump, verify, recovery plan and lookup explanation on hand-built files.
+"""engine.offline: describe, dump, verify, lookup explanation and reads on hand-built files (recovery: test_loader.py).
 
 The files are written with the batch codec and the index classes (tests/cli/segfiles.py)
 and then damaged byte by byte; every damage must come back as a typed finding naming
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog.engine import inspect
+from seglog.engine import loader, offline
 from seglog.engine.errors import StorageError, UnknownTopicOrPartitionError
-from seglog.engine.inspect import Check, Severity
+from seglog.engine.offline import Check, Severity
 from seglog.indexes import OffsetIndex, TimeIndex, TransactionIndex
 from seglog.indexes.transaction_index import AbortedTxn
 from seglog.segments.records import Record
@@ -42,7 +42,7 @@ def seg_path(log_dir: Path, topic: str, partition: int, base: int, suffix: str =
     return log_dir / f"{topic}-{partition}" / f"{base:020d}{suffix}"
 
 
-def bad(report: inspect.VerifyReport) -> list[inspect.Finding]:
+def bad(report: offline.VerifyReport) -> list[offline.Finding]:
     return [f for f in report.findings if f.severity is not Severity.INFO]
 
 
@@ -51,7 +51,7 @@ def bad(report: inspect.VerifyReport) -> list[inspect.Finding]:
 
 def test_list_segments_gives_each_segment_its_successor(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
-    segs = inspect.list_segments(tmp_path / "orders-0")
+    segs = offline.list_segments(tmp_path / "orders-0")
     assert [(s.base_offset, s.next_base_offset) for s in segs] == [(0, 12), (12, 24), (24, None)]
     assert segs[-1].is_active and not segs[0].is_active
     assert all(s.size_bytes == s.log_path.stat().st_size > 0 for s in segs)
@@ -61,27 +61,27 @@ def test_list_segments_gives_each_segment_its_successor(tmp_path: Path) -> None:
 
 def test_describe_log_dir_reads_offsets_and_checkpoints(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
-    info = inspect.describe_log_dir(tmp_path)
+    info = offline.describe_log_dir(tmp_path)
     assert info.topics() == ["orders"] and info.clean_shutdown
     p0, p1 = info.partitions
     assert (p0.partition, p0.log_start_offset, p0.log_end_offset, p0.recovery_point) == (0, 0, 36, 36)
     assert (p1.partition, p1.log_end_offset) == (1, 2)
     assert p0.size_bytes == sum(s.size_bytes for s in p0.segments)
-    assert inspect.describe_log_dir(tmp_path, topic="nope").partitions == []
+    assert offline.describe_log_dir(tmp_path, topic="nope").partitions == []
 
 
 def test_describe_missing_directory_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="no such log directory"):
-        inspect.describe_log_dir(tmp_path / "missing")
+        offline.describe_log_dir(tmp_path / "missing")
     with pytest.raises(StorageError):
-        inspect.verify(tmp_path / "missing")
+        offline.verify(tmp_path / "missing")
 
 
 def test_log_end_offset_survives_a_garbage_index(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     idx = seg_path(tmp_path, "orders", 0, 24, ".index")
     idx.write_bytes(b"\x00\x00\x00\x05\x00\x00\x00\x07")  # offset 29 "at" position 7: not a batch start
-    assert inspect.describe_partition(tmp_path / "orders-0").log_end_offset == 36
+    assert offline.describe_partition(tmp_path / "orders-0").log_end_offset == 36
 
 
 # ----------------------------------------------------------------------------- verify: clean
@@ -89,7 +89,7 @@ def test_log_end_offset_survives_a_garbage_index(tmp_path: Path) -> None:
 
 def test_verify_clean_directory(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
-    report = inspect.verify(tmp_path)
+    report = offline.verify(tmp_path)
     assert report.ok, report.findings
     assert report.findings == []
     assert (report.partitions, report.segments, report.batches, report.records) == (2, 4, 13, 38)
@@ -99,14 +99,14 @@ def test_verify_clean_directory(tmp_path: Path) -> None:
 
 def test_verify_one_partition_directory(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
-    report = inspect.verify(tmp_path / "orders-0")
+    report = offline.verify(tmp_path / "orders-0")
     assert report.ok and report.partitions == 1 and report.segments == 3
 
 
 def test_verify_reports_progress(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
-    seen: list[inspect.VerifyProgress] = []
-    inspect.verify(tmp_path, on_progress=seen.append)
+    seen: list[offline.VerifyProgress] = []
+    offline.verify(tmp_path, on_progress=seen.append)
     assert seen and seen[-1].bytes_done == seen[-1].bytes_total
 
 
@@ -114,8 +114,8 @@ def test_verify_changes_nothing(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     flip_byte(seg_path(tmp_path, "orders", 0, 12), 100)
     before = {p: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()}
-    inspect.verify(tmp_path, deep=True)
-    inspect.plan_recovery(tmp_path, force=True)
+    offline.verify(tmp_path, deep=True)
+    loader.dry_run_recovery(tmp_path, force=True)
     after = {p: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()}
     assert before == after
 
@@ -130,7 +130,7 @@ def test_corrupted_offset_index_entry_names_the_file(tmp_path: Path) -> None:
     assert len(data) >= 8
     data[4:8] = (int.from_bytes(data[4:8], "big") + 1).to_bytes(4, "big")  # position off by one
     idx.write_bytes(bytes(data))
-    report = inspect.verify(tmp_path)
+    report = offline.verify(tmp_path)
     assert not report.ok
     (f,) = bad(report)
     assert (f.check, f.severity, f.path, f.position) == (Check.OFFSET_INDEX, Severity.ERROR, idx, 0)
@@ -141,13 +141,13 @@ def test_corrupted_offset_index_entry_names_the_file(tmp_path: Path) -> None:
 def test_offset_index_entry_pointing_at_the_wrong_batch(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     idx = seg_path(tmp_path, "orders", 0, 0, ".index")
-    entries = inspect.dump_index(idx).entries
+    entries = offline.dump_index(idx).entries
     assert len(entries) >= 2
     # Swap in the first entry's position for the second: a batch start, but the wrong batch.
     data = bytearray(idx.read_bytes())
     data[12:16] = data[4:8]
     idx.write_bytes(bytes(data))
-    (f,) = bad(inspect.verify(tmp_path))
+    (f,) = bad(offline.verify(tmp_path))
     assert f.check is Check.OFFSET_INDEX and f.path == idx
     # Entries out of order are caught by the sanity check before the log comparison.
     assert "does not follow" in f.message or "holds offsets" in f.message
@@ -157,7 +157,7 @@ def test_index_length_not_a_multiple_of_the_entry_size(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     tix = seg_path(tmp_path, "orders", 0, 0, ".timeindex")
     append_bytes(tix, b"\x01\x02\x03")
-    (f,) = bad(inspect.verify(tmp_path))
+    (f,) = bad(offline.verify(tmp_path))
     assert (f.check, f.path, f.position) == (Check.INDEX_SIZE, tix, tix.stat().st_size - 3)
 
 
@@ -168,7 +168,7 @@ def test_time_index_timestamp_that_is_not_the_running_max(tmp_path: Path) -> Non
     ts = int.from_bytes(data[0:8], "big")
     data[0:8] = (ts - 1).to_bytes(8, "big")  # still increasing, but below the batch's max timestamp
     tix.write_bytes(bytes(data))
-    (f,) = bad(inspect.verify(tmp_path))
+    (f,) = bad(offline.verify(tmp_path))
     assert (f.check, f.path, f.position) == (Check.TIME_INDEX, tix, 0)
     assert "largest timestamp" in f.message
 
@@ -180,16 +180,16 @@ def test_time_index_out_of_order(tmp_path: Path) -> None:
     assert len(data) >= 24
     data[12:20] = (0).to_bytes(8, "big")
     tix.write_bytes(bytes(data))
-    (f,) = bad(inspect.verify(tmp_path))
+    (f,) = bad(offline.verify(tmp_path))
     assert f.check is Check.TIME_INDEX and "slot 1" in f.message and f.position == 12
 
 
 def test_torn_tail_names_the_position(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     log = seg_path(tmp_path, "orders", 0, 24)
-    last_batch = inspect.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions[-1]
+    last_batch = offline.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions[-1]
     truncate(log, last_batch + 30)
-    report = inspect.verify(tmp_path)
+    report = offline.verify(tmp_path)
     kinds = {(f.check, f.path, f.position) for f in bad(report)}
     assert (Check.TORN_TAIL, log, last_batch) in kinds
     torn = next(f for f in report.findings if f.check is Check.TORN_TAIL)
@@ -200,9 +200,9 @@ def test_torn_tail_names_the_position(tmp_path: Path) -> None:
 def test_flipped_byte_in_the_middle_is_an_invalid_batch(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     log = seg_path(tmp_path, "orders", 0, 12)
-    positions = inspect.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions
+    positions = offline.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions
     flip_byte(log, positions[1] + 70)  # inside the body of the second batch: the CRC catches it
-    report = inspect.verify(tmp_path)
+    report = offline.verify(tmp_path)
     torn = [f for f in bad(report) if f.check is Check.BATCH]
     assert len(torn) == 1 and torn[0].position == positions[1] and "CRC" in torn[0].message
     # Index entries now point past the last valid batch, and the next segment no longer follows on.
@@ -215,12 +215,12 @@ def test_untrimmed_index_is_info_on_a_live_active_segment_and_a_warning_elsewher
     active = seg_path(tmp_path, "orders", 0, 24, ".index")
     rolled = seg_path(tmp_path, "orders", 0, 0, ".index")
     append_bytes(active, bytes(64))
-    report = inspect.verify(tmp_path)
+    report = offline.verify(tmp_path)
     assert report.ok
     (note,) = report.findings
     assert (note.severity, note.check, note.path) == (Severity.INFO, Check.INDEX_SIZE, active)
     append_bytes(rolled, bytes(64))
-    (f,) = bad(inspect.verify(tmp_path))
+    (f,) = bad(offline.verify(tmp_path))
     assert (f.severity, f.path) == (Severity.WARNING, rolled)
 
 
@@ -229,11 +229,11 @@ def test_preallocated_log_tail_is_reported_as_zeros(tmp_path: Path) -> None:
     log = seg_path(tmp_path, "orders", 1, 0)
     size = log.stat().st_size
     append_bytes(log, bytes(1000))
-    report = inspect.verify(tmp_path)
+    report = offline.verify(tmp_path)
     (f,) = report.findings
     assert (f.severity, f.check, f.position) == (Severity.INFO, Check.ZERO_TAIL, size)
     (tmp_path / ".clean-shutdown").write_bytes(b"")
-    (f,) = inspect.verify(tmp_path).findings
+    (f,) = offline.verify(tmp_path).findings
     assert f.severity is Severity.WARNING
 
 
@@ -245,7 +245,7 @@ def test_orphan_and_misnamed_files(tmp_path: Path) -> None:
     misnamed.write_bytes(b"")
     pending = tmp_path / "orders-0" / f"{0:020d}.log.deleted"
     pending.write_bytes(b"")
-    report = inspect.verify(tmp_path)
+    report = offline.verify(tmp_path)
     got = {(f.check, f.path, f.severity) for f in report.findings}
     assert got == {
         (Check.ORPHAN, orphan, Severity.WARNING),
@@ -257,7 +257,7 @@ def test_orphan_and_misnamed_files(tmp_path: Path) -> None:
 def test_checkpoints_unparseable_or_beyond_the_log_end(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     write_checkpoints(tmp_path, {("orders", 0): 37, ("orders", 1): 2, ("gone", 0): 5})
-    found = {(f.path.name, f.severity, f.offset) for f in inspect.verify(tmp_path).findings
+    found = {(f.path.name, f.severity, f.offset) for f in offline.verify(tmp_path).findings
              if f.check is Check.CHECKPOINT}
     assert found == {
         ("recovery-point-offset-checkpoint", Severity.ERROR, 37),
@@ -265,17 +265,17 @@ def test_checkpoints_unparseable_or_beyond_the_log_end(tmp_path: Path) -> None:
         ("log-start-offset-checkpoint", Severity.WARNING, 0),  # 'gone 0 0': no such partition
     }
     (tmp_path / "recovery-point-offset-checkpoint").write_bytes(b"0\n7\norders 0 1\n")
-    errs = [f for f in inspect.verify(tmp_path).findings if f.check is Check.CHECKPOINT]
+    errs = [f for f in offline.verify(tmp_path).findings if f.check is Check.CHECKPOINT]
     assert any(f.severity is Severity.ERROR and f.path.name == "recovery-point-offset-checkpoint" for f in errs)
 
 
 def test_gap_and_overlap_between_segments(tmp_path: Path) -> None:
     directory, _ = write_partition(tmp_path, "t", 0, [[records(3)]])
     write_segment(directory, 10, [records(2)])
-    (f,) = bad(inspect.verify(tmp_path))
+    (f,) = bad(offline.verify(tmp_path))
     assert (f.check, f.severity, f.offset) == (Check.OFFSETS, Severity.WARNING, 3)
     write_segment(directory, 11, [records(2)])
-    fs = bad(inspect.verify(tmp_path))
+    fs = bad(offline.verify(tmp_path))
     assert any(f.check is Check.OFFSETS and f.severity is Severity.ERROR and "overlap" in f.message for f in fs)
 
 
@@ -284,7 +284,7 @@ def test_batch_below_the_segment_base_offset(tmp_path: Path) -> None:
     os.rename(directory / f"{0:020d}.log", directory / f"{5:020d}.log")
     for suffix in (".index", ".timeindex"):
         (directory / f"{0:020d}{suffix}").unlink()
-    fs = bad(inspect.verify(tmp_path))
+    fs = bad(offline.verify(tmp_path))
     assert any(f.check is Check.BATCH and "below the expected 5" in f.message for f in fs)
 
 
@@ -294,7 +294,7 @@ def test_topic_file_and_group_file_problems(tmp_path: Path) -> None:
     groups = tmp_path / "consumer-offsets"
     groups.mkdir()
     (groups / "YmlsbGluZw.json").write_text("[]")  # "billing", but not a group file
-    got = {(f.check, f.severity) for f in inspect.verify(tmp_path).findings}
+    got = {(f.check, f.severity) for f in offline.verify(tmp_path).findings}
     assert got == {(Check.TOPIC_FILE, Severity.WARNING), (Check.GROUP_FILE, Severity.WARNING)}
 
 
@@ -305,17 +305,17 @@ def test_txn_index_checks(tmp_path: Path) -> None:
     txn.append(AbortedTxn(1, 0, 2, 0))
     txn.append(AbortedTxn(2, 3, 9, 0))  # last offset 9 is beyond the segment's data (next offset 6)
     txn.close()
-    (f,) = bad(inspect.verify(tmp_path))
+    (f,) = bad(offline.verify(tmp_path))
     assert (f.check, f.position, f.offset) == (Check.TXN_INDEX, 34, 9)
     append_bytes(path, b"xx")
-    assert {f.check for f in bad(inspect.verify(tmp_path))} == {Check.TXN_INDEX, Check.INDEX_SIZE}
-    dump = inspect.dump_txn_index(path)
+    assert {f.check for f in bad(offline.verify(tmp_path))} == {Check.TXN_INDEX, Check.INDEX_SIZE}
+    dump = offline.dump_txn_index(path)
     assert dump.entries == [AbortedTxn(1, 0, 2, 0), AbortedTxn(2, 3, 9, 0)] and dump.partial_bytes == 2
 
 
 def test_deep_verify_decodes_records(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
-    report = inspect.verify(tmp_path, deep=True)
+    report = offline.verify(tmp_path, deep=True)
     assert report.ok and report.findings == []
 
 
@@ -335,9 +335,9 @@ def test_random_damage_is_a_finding_never_a_crash(
         truncate(target, data.draw(st.integers(0, size - 1)))
     else:
         append_bytes(target, data.draw(st.binary(min_size=1, max_size=200)))
-    report = inspect.verify(log_dir, deep=True)
-    inspect.plan_recovery(log_dir, force=True)
-    inspect.describe_log_dir(log_dir)
+    report = offline.verify(log_dir, deep=True)
+    loader.dry_run_recovery(log_dir, force=True)
+    offline.describe_log_dir(log_dir)
     for f in report.findings:
         assert f.path.is_relative_to(log_dir) and f.message
     if not report.ok:
@@ -350,13 +350,13 @@ def test_random_damage_is_a_finding_never_a_crash(
 def test_dump_log_headers_records_and_max_bytes(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     log = seg_path(tmp_path, "orders", 0, 12)
-    batches = list(inspect.dump_log(log))
+    batches = list(offline.dump_log(log))
     assert [b.header.base_offset for b in batches] == [12, 15, 18, 21]
     assert all(b.records is None for b in batches)
-    deep = list(inspect.dump_log(log, records=True))
+    deep = list(offline.dump_log(log, records=True))
     assert [r.offset for b in deep for r in b.records or []] == list(range(12, 24))
     assert deep[0].records is not None and deep[0].records[0].value == b"v0"
-    cut = list(inspect.dump_log(log, max_bytes=batches[2].position))
+    cut = list(offline.dump_log(log, max_bytes=batches[2].position))
     assert len(cut) == 2
 
 
@@ -364,8 +364,8 @@ def test_dump_log_reports_a_torn_tail(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     log = seg_path(tmp_path, "orders", 0, 0)
     truncate(log, log.stat().st_size - 5)
-    findings: list[inspect.Finding] = []
-    batches = list(inspect.dump_log(log, findings=findings))
+    findings: list[offline.Finding] = []
+    batches = list(offline.dump_log(log, findings=findings))
     assert len(batches) == 3 and findings[0].check is Check.TORN_TAIL
 
 
@@ -375,7 +375,7 @@ def test_dump_index_finds_entries_and_preallocated_slots(tmp_path: Path) -> None
     idx.append(105, 0)  # relative offset 5, position 0
     idx.append(110, 300)
     idx.flush()
-    dump = inspect.dump_index(path)  # still preallocated: 10 slots, 2 used
+    dump = offline.dump_index(path)  # still preallocated: 10 slots, 2 used
     idx.close()
     assert dump.kind == "offset" and dump.base_offset == 100
     assert [tuple(e) for e in dump.entries] == [(105, 0), (110, 300)]
@@ -384,84 +384,25 @@ def test_dump_index_finds_entries_and_preallocated_slots(tmp_path: Path) -> None
     tix = TimeIndex(tpath, 100, 36)
     tix.maybe_append(T0, 104)
     tix.close()
-    tdump = inspect.dump_index(tpath)
+    tdump = offline.dump_index(tpath)
     assert tdump.kind == "time" and [tuple(e) for e in tdump.entries] == [(T0, 104)] and tdump.zero_slots == 0
 
 
 def test_index_sanity_check_alone(tmp_path: Path) -> None:
     path = tmp_path / f"{50:020d}.index"
     path.write_bytes(bytes.fromhex("00000002 00000010 00000001 00000020".replace(" ", "")))
-    (f,) = inspect.index_sanity_check(path)
+    (f,) = offline.index_sanity_check(path)
     assert f.check is Check.OFFSET_INDEX and f.position == 8 and "does not follow" in f.message
     path.write_bytes(bytes.fromhex("ffffffff00000000"))
-    (f,) = inspect.index_sanity_check(path)
+    (f,) = offline.index_sanity_check(path)
     assert "outside" in f.message
 
 
 def test_base_offset_of_and_segment_file_name() -> None:
-    assert inspect.segment_file_name(42) == "00000000000000000042.log"
-    assert inspect.base_offset_of("x/00000000000000000042.timeindex") == 42
-    assert inspect.base_offset_of("00000000000000000042.log.deleted") == 42
-    assert inspect.base_offset_of("42.log") is None
-
-
-# ----------------------------------------------------------------------------- recovery plan
-
-
-def test_plan_after_clean_shutdown_is_empty_unless_forced(tmp_path: Path) -> None:
-    simple_log_dir(tmp_path)
-    plan = inspect.plan_recovery(tmp_path)
-    assert not plan.will_recover and all(p.segments == [] and p.removed_files == [] for p in plan.partitions)
-    forced = inspect.plan_recovery(tmp_path, force=True)
-    assert forced.will_recover and forced.bytes_truncated == 0
-    p0 = forced.partitions[0]
-    # The recovery point (36) is the log end: only the segment holding it (the last) is scanned.
-    assert (p0.recovery_point, p0.segments_before, [s.base_offset for s in p0.segments]) == (36, 2, [24])
-    assert p0.segments[0].action == "keep" and p0.log_end_offset_after == 36
-    assert p0.segments[0].rebuilt_indexes == [
-        f"{24:020d}.index", f"{24:020d}.timeindex"]
-
-
-def test_plan_after_a_crash_truncates_and_deletes_what_follows(tmp_path: Path) -> None:
-    simple_log_dir(tmp_path, clean=False)
-    write_checkpoints(tmp_path, {("orders", 0): 5, ("orders", 1): 0}, clean=False)
-    log = seg_path(tmp_path, "orders", 0, 12)
-    positions = inspect.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions
-    flip_byte(log, positions[2] + 20)
-    plan = inspect.plan_recovery(tmp_path)
-    assert plan.will_recover and not plan.clean_shutdown
-    p0 = {(p.topic, p.partition): p for p in plan.partitions}[("orders", 0)]
-    assert [(s.base_offset, s.action) for s in p0.segments] == [(0, "keep"), (12, "truncate"), (24, "delete")]
-    cut = p0.segments[1]
-    assert cut.truncate_to == positions[2] and "invalid batch" in cut.reason and cut.next_offset == 18
-    assert p0.log_end_offset_after == 18
-    deleted = seg_path(tmp_path, "orders", 0, 24).stat().st_size
-    assert plan.bytes_truncated == (log.stat().st_size - positions[2]) + deleted
-
-
-def test_plan_after_clean_shutdown_recovers_segments_missing_an_index(tmp_path: Path) -> None:
-    simple_log_dir(tmp_path)
-    seg_path(tmp_path, "orders", 0, 0, ".timeindex").unlink()
-    flip_byte(seg_path(tmp_path, "orders", 0, 0), 150)  # it is cut, but it is not after the recovery point
-    orphan = tmp_path / "orders-0" / f"{99:020d}.index"
-    orphan.write_bytes(b"")
-    leftover = tmp_path / "orders-1" / "topic.json.tmp"
-    leftover.write_bytes(b"")
-    plan = inspect.plan_recovery(tmp_path)
-    assert plan.will_recover
-    p0, p1 = plan.partitions
-    assert [(s.base_offset, s.action) for s in p0.segments] == [(0, "truncate")]  # later segments kept
-    assert "index file is missing" in p0.segments[0].reason
-    assert p0.log_end_offset_after == 36
-    assert (p0.removed_files, p1.removed_files, p1.segments) == ([orphan], [leftover], [])
-
-
-def test_plan_ignores_an_unreadable_recovery_checkpoint(tmp_path: Path) -> None:
-    simple_log_dir(tmp_path, clean=False)
-    (tmp_path / "recovery-point-offset-checkpoint").write_bytes(b"garbage")
-    plan = inspect.plan_recovery(tmp_path)
-    assert plan.recovery_checkpoint_problem is not None
-    assert all(p.recovery_point == 0 and p.segments_before == 0 for p in plan.partitions)
+    assert offline.segment_file_name(42) == "00000000000000000042.log"
+    assert offline.base_offset_of("x/00000000000000000042.timeindex") == 42
+    assert offline.base_offset_of("00000000000000000042.log.deleted") == 42
+    assert offline.base_offset_of("42.log") is None
 
 
 # ----------------------------------------------------------------------------- explain
@@ -478,7 +419,7 @@ def _out_of_order_dir(log_dir: Path) -> None:
 def test_explain_offset_matches_the_index_and_a_scan(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     for offset in range(36):
-        ex = inspect.explain_offset(tmp_path, "orders", 0, offset)
+        ex = offline.explain_offset(tmp_path, "orders", 0, offset)
         assert ex.result_offset == offset and ex.segment_base_offset == offset // 12 * 12
         assert ex.batches_scanned[-1][1] <= offset <= ex.batches_scanned[-1][2]
         assert ex.bytes_scanned > 0 and ex.scan_start_position == ex.offset_index_entry.position  # type: ignore[union-attr]
@@ -493,7 +434,7 @@ def test_explain_offset_matches_the_index_and_a_scan(tmp_path: Path) -> None:
 
 def test_explain_offset_records_the_probes(tmp_path: Path) -> None:
     write_partition(tmp_path, "t", 0, [[records(1) for _ in range(40)]])
-    ex = inspect.explain_offset(tmp_path, "t", 0, 20)
+    ex = offline.explain_offset(tmp_path, "t", 0, 20)
     assert ex.index_entries == 39 and ex.offset_index_probes
     assert ex.offset_index_entry == (20, ex.result_position)
     assert len(ex.batches_scanned) == 1
@@ -503,10 +444,10 @@ def test_explain_offset_records_the_probes(tmp_path: Path) -> None:
 
 def test_explain_offset_out_of_range(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
-    ex = inspect.explain_offset(tmp_path, "orders", 0, 36)
+    ex = offline.explain_offset(tmp_path, "orders", 0, 36)
     assert ex.result_offset is None and ex.segment_base_offset is None and "OffsetOutOfRange" in ex.message
     with pytest.raises(UnknownTopicOrPartitionError):
-        inspect.explain_offset(tmp_path, "orders", 7, 0)
+        offline.explain_offset(tmp_path, "orders", 7, 0)
 
 
 @pytest.mark.parametrize("target", [0, 5, 10, 11, 20, 29, 31, 50, 55, 69, 71, 80, 90, 94, 95, 100, 101])
@@ -514,7 +455,7 @@ def test_explain_timestamp_is_the_earliest_offset_at_or_after(tmp_path: Path, ta
     _out_of_order_dir(tmp_path)
     ts = [50, 10, 70, 30, 90, 20, 60, 100, 5, 80, 95, 40]
     want = next((o for o, t in enumerate(ts) if t >= target), None)
-    ex = inspect.explain_timestamp(tmp_path, "t", 0, T0 + target * 1000)
+    ex = offline.explain_timestamp(tmp_path, "t", 0, T0 + target * 1000)
     assert ex.result_offset == want, ex.message
     if want is not None:
         assert ex.result_timestamp == T0 + ts[want] * 1000
@@ -525,7 +466,7 @@ def test_explain_timestamp_is_the_earliest_offset_at_or_after(tmp_path: Path, ta
 
 def test_explain_on_missing_log_dir(tmp_path: Path) -> None:
     with pytest.raises(StorageError):
-        inspect.explain_offset(tmp_path / "nope", "t", 0, 0)
+        offline.explain_offset(tmp_path / "nope", "t", 0, 0)
 
 
 # ----------------------------------------------------------------------------- reading without an Engine
@@ -534,34 +475,34 @@ def test_explain_on_missing_log_dir(tmp_path: Path) -> None:
 def test_read_records_from_any_offset(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     for start in (0, 4, 11, 12, 13, 35):
-        got = list(inspect.read_records(tmp_path, "orders", 0, start))
+        got = list(offline.read_records(tmp_path, "orders", 0, start))
         assert [r.offset for r in got] == list(range(start, 36))
-    assert [r.offset for r in inspect.read_records(tmp_path, "orders", 0, 10, end_offset=14)] == [10, 11, 12, 13]
-    assert list(inspect.read_records(tmp_path, "orders", 0, 36)) == []
+    assert [r.offset for r in offline.read_records(tmp_path, "orders", 0, 10, end_offset=14)] == [10, 11, 12, 13]
+    assert list(offline.read_records(tmp_path, "orders", 0, 36)) == []
 
 
 def test_read_records_does_not_trust_a_garbage_index(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     flip_byte(seg_path(tmp_path, "orders", 0, 12, ".index"), 7)  # first entry points mid-batch
-    assert [r.offset for r in inspect.read_records(tmp_path, "orders", 0, 20)] == list(range(20, 36))
+    assert [r.offset for r in offline.read_records(tmp_path, "orders", 0, 20)] == list(range(20, 36))
 
 
 def test_read_records_stops_at_a_torn_tail(tmp_path: Path) -> None:
     simple_log_dir(tmp_path)
     log = seg_path(tmp_path, "orders", 0, 24)
     truncate(log, log.stat().st_size - 1)
-    assert [r.offset for r in inspect.read_records(tmp_path, "orders", 0, 30)] == [30, 31, 32]
+    assert [r.offset for r in offline.read_records(tmp_path, "orders", 0, 30)] == [30, 31, 32]
 
 
 def test_offset_for_timestamp_and_sentinels(tmp_path: Path) -> None:
     _out_of_order_dir(tmp_path)
-    assert inspect.offset_for_timestamp(tmp_path, "t", 0, -2) == (-1, 0)
-    assert inspect.offset_for_timestamp(tmp_path, "t", 0, -1) == (-1, 12)
-    assert inspect.offset_for_timestamp(tmp_path, "t", 0, -3) == (T0 + 100_000, 7)
-    assert inspect.offset_for_timestamp(tmp_path, "t", 0, T0 + 85_000) == (T0 + 90_000, 4)
-    assert inspect.offset_for_timestamp(tmp_path, "t", 0, T0 + 100_001) is None
+    assert offline.offset_for_timestamp(tmp_path, "t", 0, -2) == (-1, 0)
+    assert offline.offset_for_timestamp(tmp_path, "t", 0, -1) == (-1, 12)
+    assert offline.offset_for_timestamp(tmp_path, "t", 0, -3) == (T0 + 100_000, 7)
+    assert offline.offset_for_timestamp(tmp_path, "t", 0, T0 + 85_000) == (T0 + 90_000, 4)
+    assert offline.offset_for_timestamp(tmp_path, "t", 0, T0 + 100_001) is None
     with pytest.raises(ValueError, match="sentinels"):
-        inspect.offset_for_timestamp(tmp_path, "t", 0, -4)
+        offline.offset_for_timestamp(tmp_path, "t", 0, -4)
 
 
 def test_group_offsets_skips_unreadable_files_of_the_previous_format(tmp_path: Path) -> None:
@@ -572,23 +513,9 @@ def test_group_offsets_skips_unreadable_files_of_the_previous_format(tmp_path: P
     groups.mkdir()
     (groups / legacy_group_file_name("billing")).write_bytes(encode_legacy_group_file("billing", {("orders", 0): 7}))
     (groups / legacy_group_file_name("broken")).write_bytes(b"{")
-    assert inspect.group_offsets(tmp_path) == {"billing": {("orders", 0): 7}}
+    assert offline.group_offsets(tmp_path) == {"billing": {("orders", 0): 7}}
     # A group whose file does not parse has no offsets: it is not listed (verify names the file).
-    assert inspect.describe_log_dir(tmp_path).groups == ["billing"]
-
-
-@pytest.mark.parametrize("chunk", [61, 70, 100, 150, 1000])
-def test_scan_across_chunk_boundaries(tmp_path: Path, chunk: int) -> None:
-    # Batches straddle the pread chunks; a chunk may hold less than a header.
-    simple_log_dir(tmp_path)
-    log = seg_path(tmp_path, "orders", 0, 12)
-    whole = [(b.position, b.header) for b in inspect._LogScan(log, max_batch_bytes=MAX, next_offset=12)]
-    small = inspect._LogScan(log, max_batch_bytes=MAX, next_offset=12, chunk_bytes=chunk)
-    assert [(b.position, b.header) for b in small] == whole
-    assert (small.valid_end, small.next_offset) == (log.stat().st_size, 24)
-    truncate(log, log.stat().st_size - 20)
-    torn = inspect._LogScan(log, max_batch_bytes=MAX, next_offset=12, chunk_bytes=chunk)
-    assert len(list(torn)) == 3 and torn.valid_end == whole[-1][0] and torn.stop.value == "incomplete"
+    assert offline.describe_log_dir(tmp_path).groups == ["billing"]
 
 
 def test_an_unreadable_segment_is_a_finding(tmp_path: Path) -> None:
@@ -596,7 +523,7 @@ def test_an_unreadable_segment_is_a_finding(tmp_path: Path) -> None:
     log = seg_path(tmp_path, "orders", 0, 12)
     log.unlink()
     log.mkdir()  # a directory where a .log should be
-    report = inspect.verify(tmp_path)
+    report = offline.verify(tmp_path)
     assert any(f.path == log and f.severity is Severity.ERROR for f in report.findings)
 
 
@@ -608,9 +535,9 @@ def test_verify_since_checks_only_recently_modified_segments(tmp_path: Path) -> 
     flip_byte(seg_path(tmp_path, "orders", 0, 0), 40)  # CRC-covered damage in a segment nobody touched since
     os.utime(seg_path(tmp_path, "orders", 0, 0), (old_s, old_s))
     append_bytes(seg_path(tmp_path, "orders", 0, 12, ".index"), b"\x01")  # touched now
-    report = inspect.verify(tmp_path, since_ms=(old_s + 60) * 1000)
+    report = offline.verify(tmp_path, since_ms=(old_s + 60) * 1000)
     assert (report.segments, report.segments_skipped) == (1, 3)
     assert report.bad_files == [seg_path(tmp_path, "orders", 0, 12, ".index")]
     assert not any(f.check is Check.CHECKPOINT for f in report.findings)  # log end offsets still known
-    full = inspect.verify(tmp_path)
+    full = offline.verify(tmp_path)
     assert seg_path(tmp_path, "orders", 0, 0) in full.bad_files and full.segments_skipped == 0

@@ -1,4 +1,4 @@
-"""engine.scan and segments.columns: planning by offset and timestamp, range scans, column decode.
+"""engine.offline.ranges and segments.columns: planning by offset and timestamp, range scans, column decode.
 
 Segments are written here by a small synchronous writer that follows FORMAT.md's
 writing rules (batches back to back; an index entry per ``interval`` bytes,
@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.engine import scan
+from seglog.engine import offline
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, format_checkpoint
 from seglog.engine.errors import CorruptRecordError
+from seglog.engine.offline import ranges
 from seglog.indexes import OffsetIndex, TimeIndex
 from seglog.segments.batch import HEADER_SIZE, TimestampType, decode_batch, encode_batch, read_header
 from seglog.segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
@@ -120,22 +121,22 @@ def _extend(out: RecordColumns, chunk: RecordColumns) -> None:
     out.timestamp_types += chunk.timestamp_types
 
 
-def read_all(plan: scan.PartitionPlan, trace: scan.TraceHook | None = None) -> RecordColumns:
+def read_all(plan: offline.PartitionPlan, trace: offline.TraceHook | None = None) -> RecordColumns:
     """Every row of ``plan`` through scan_range; scan_range_buffers (the Spark path) must give the same rows."""
     out = RecordColumns()
     for r in plan.ranges:
-        for chunk in scan.scan_range(r, rows_per_chunk=7, trace=trace):
+        for chunk in offline.scan_range(r, rows_per_chunk=7, trace=trace):
             _extend(out, chunk)
     same = RecordColumns()
     for r in plan.ranges:
-        for buffers in scan.scan_range_buffers(r, rows_per_chunk=7, max_chunk_bytes=40):
+        for buffers in offline.scan_range_buffers(r, rows_per_chunk=7, max_chunk_bytes=40):
             assert len(buffers) > 0
             _extend(same, buffers.to_columns())
     assert same == out
     return out
 
 
-def kafka_model(rows: list[tuple[int, int]], bounds: scan.Bounds) -> list[int]:
+def kafka_model(rows: list[tuple[int, int]], bounds: offline.Bounds) -> list[int]:
     """Offsets a read within ``bounds`` must return (Kafka's offsets-for-times semantics)."""
     n = len(rows)
     start, end = bounds.start_offset, min(bounds.end_offset, n)
@@ -157,11 +158,11 @@ def test_listing_orders_segments_and_ignores_other_files(tmp_path: Path) -> None
     (tmp_path / "a-1.abc-delete").mkdir()
     (tmp_path / ".staging").mkdir()
     (tmp_path / "b-0").mkdir()
-    assert scan.list_partitions(tmp_path) == [("a", 1), ("b", 0)]
-    segs = scan.list_segments(tmp_path, "a", 1)
-    assert [(s.base_offset, s.next_base_offset, s.is_last) for s in segs] == [(0, 3, False), (3, None, True)]
-    assert scan.list_segments(tmp_path, "b", 0) == []
-    assert scan.plan_partition(tmp_path, "b", 0).ranges == []
+    assert offline.list_partitions(tmp_path) == [("a", 1), ("b", 0)]
+    segs = offline.list_segments(offline.partition_path(tmp_path, "a", 1))
+    assert [(s.base_offset, s.next_base_offset, s.is_active) for s in segs] == [(0, 3, False), (3, None, True)]
+    assert offline.list_segments(offline.partition_path(tmp_path, "b", 0)) == []
+    assert offline.plan_partition(tmp_path, "b", 0).ranges == []
 
 
 # --------------------------------------------------------------------------------------- reads
@@ -171,7 +172,7 @@ def test_full_read_returns_every_record_and_column(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     nxt = write_segment(d, 0, [records(4, 100), records(3, 200, key=None)])
     write_segment(d, nxt, [records(2, 300)], active=True)
-    plan = scan.plan_partition(tmp_path, "t", 0)
+    plan = offline.plan_partition(tmp_path, "t", 0)
     assert (plan.log_start_offset, plan.log_end_offset, len(plan.ranges)) == (0, 9, 2)
     got = read_all(plan)
     expected = records(4, 100) + records(3, 200, key=None) + records(2, 300)
@@ -186,35 +187,35 @@ def test_full_read_returns_every_record_and_column(tmp_path: Path) -> None:
 def test_offset_bounds_skip_segments_and_start_at_the_indexed_byte(tmp_path: Path) -> None:
     rows = make_partition(tmp_path, list(range(1000, 1200)))
     trace: list[dict[str, object]] = []
-    bounds = scan.Bounds(start_offset=95, end_offset=118)
-    plan = scan.plan_partition(tmp_path, "t", 0, bounds)
+    bounds = offline.Bounds(start_offset=95, end_offset=118)
+    plan = offline.plan_partition(tmp_path, "t", 0, bounds)
     assert [r.base_offset for r in plan.ranges] == [80]  # 5 segments of 40: only the one holding 95..117
     assert plan.ranges[0].start_position > 0  # from the offset index, not the segment start
     assert read_all(plan, trace.append).offsets == kafka_model(rows, bounds)
     assert [e["event"] for e in trace] == ["read"]
-    assert scan.plan_partition(tmp_path, "t", 0, scan.Bounds(start_offset=500)).ranges == []
+    assert offline.plan_partition(tmp_path, "t", 0, offline.Bounds(start_offset=500)).ranges == []
 
 
 def test_log_start_offset_checkpoint_hides_deleted_records(tmp_path: Path) -> None:
     make_partition(tmp_path, list(range(100)))
     (tmp_path / LOG_START_OFFSET_CHECKPOINT).write_bytes(format_checkpoint({("t", 0): 57}))
-    starts = scan.log_start_offsets(tmp_path)
-    plan = scan.plan_partition(tmp_path, "t", 0, log_start_offset=starts[("t", 0)])
+    starts = offline.log_start_offsets(tmp_path)
+    plan = offline.plan_partition(tmp_path, "t", 0, log_start_offset=starts[("t", 0)])
     assert read_all(plan).offsets == list(range(57, 100))
     (tmp_path / LOG_START_OFFSET_CHECKPOINT).write_bytes(b"garbage")
-    assert scan.log_start_offsets(tmp_path) == {}
+    assert offline.log_start_offsets(tmp_path) == {}
 
 
 def test_timestamp_range_reads_only_the_segments_and_bytes_it_needs(tmp_path: Path) -> None:
     rows = make_partition(tmp_path, list(range(0, 4000, 5)), value_bytes=200)  # 800 records, 20 segments
     trace: list[dict[str, object]] = []
-    bounds = scan.Bounds(from_timestamp=1234, until_timestamp=1390)
-    plan = scan.plan_partition(tmp_path, "t", 0, bounds, trace=trace.append)
+    bounds = offline.Bounds(from_timestamp=1234, until_timestamp=1390)
+    plan = offline.plan_partition(tmp_path, "t", 0, bounds, trace=trace.append)
     assert [r.base_offset for r in plan.ranges] == [240]
     got = read_all(plan, trace.append)
     assert got.offsets == kafka_model(rows, bounds) == list(range(247, 278))
     reads = [e for e in trace if e["event"] == "read"]
-    segments = scan.list_segments(tmp_path, "t", 0)
+    segments = offline.list_segments(offline.partition_path(tmp_path, "t", 0))
     # 4% of the records (and of the time range) are asked for: the read touches one of 20 segments.
     assert len(reads) == 1 and int(reads[0]["bytes_read"]) <= segments[6].size_bytes  # type: ignore[call-overload]
 
@@ -223,20 +224,20 @@ def test_timestamp_range_reads_only_the_segments_and_bytes_it_needs(tmp_path: Pa
 def test_until_bound_at_a_segment_edge_and_below_the_start(tmp_path: Path, log_append: bool) -> None:
     rows = make_partition(tmp_path, list(range(0, 2000, 10)))
     # The read ends exactly at the first record of the third segment (offset 80): two segments.
-    plan = scan.plan_partition(tmp_path, "t", 0, scan.Bounds(until_timestamp=800))
+    plan = offline.plan_partition(tmp_path, "t", 0, offline.Bounds(until_timestamp=800))
     assert read_all(plan).offsets == list(range(80))
     # The end (offset 30) lies below the start offset 50: nothing, without reading past it.
-    bounds = scan.Bounds(start_offset=50, until_timestamp=300)
-    assert read_all(scan.plan_partition(tmp_path, "t", 0, bounds)).offsets == kafka_model(rows, bounds) == []
+    bounds = offline.Bounds(start_offset=50, until_timestamp=300)
+    assert read_all(offline.plan_partition(tmp_path, "t", 0, bounds)).offsets == kafka_model(rows, bounds) == []
 
 
 def test_log_append_time_batches_carry_the_append_time(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     nxt = write_segment(d, 0, [records(3, 5)], log_append_time=700)
     write_segment(d, nxt, [records(3, 5)], log_append_time=900, active=True)
-    got = read_all(scan.plan_partition(tmp_path, "t", 0))
+    got = read_all(offline.plan_partition(tmp_path, "t", 0))
     assert (got.timestamps, got.timestamp_types) == ([700] * 3 + [900] * 3, [1] * 6)
-    got = read_all(scan.plan_partition(tmp_path, "t", 0, scan.Bounds(from_timestamp=800)))
+    got = read_all(offline.plan_partition(tmp_path, "t", 0, offline.Bounds(from_timestamp=800)))
     assert got.offsets == [3, 4, 5]
 
 
@@ -255,8 +256,8 @@ def test_any_bounds_match_kafka_semantics_even_out_of_order(
     (start, length), (t0, t1) = offsets, times
     log_dir = tmp_path_factory.mktemp("oo")
     rows = make_partition(log_dir, timestamps, per_batch=3, per_segment=12)
-    bounds = scan.Bounds(start, start + length, t0, t1)
-    got = read_all(scan.plan_partition(log_dir, "t", 0, bounds))
+    bounds = offline.Bounds(start, start + length, t0, t1)
+    got = read_all(offline.plan_partition(log_dir, "t", 0, bounds))
     assert got.offsets == kafka_model(rows, bounds)
     assert got.timestamps == [timestamps[o] for o in got.offsets]
 
@@ -272,12 +273,12 @@ def test_active_segment_with_a_torn_tail_ends_at_the_last_whole_batch(tmp_path: 
     with open(log, "ab") as f:  # half a batch being written, then the zeros of preallocation
         f.write(encode_batch(150, records(5, 10), timestamp_type=TimestampType.CREATE_TIME, now_ms=0)[:70])
         f.write(bytes(5000))
-    assert scan.log_end_offset(tmp_path, "t", 0) == 150
-    plan = scan.plan_partition(tmp_path, "t", 0)
+    assert offline.log_end_offset(tmp_path, "t", 0) == 150
+    plan = offline.plan_partition(tmp_path, "t", 0)
     assert plan.ranges[0].end_position == whole
     assert read_all(plan).offsets == list(range(150))
     (tmp_path / "x-0").mkdir()
-    assert scan.log_end_offset(tmp_path, "x", 0) == 0
+    assert offline.log_end_offset(tmp_path, "x", 0) == 0
 
 
 def test_a_corrupt_batch_inside_a_range_names_file_and_position(tmp_path: Path) -> None:
@@ -288,8 +289,8 @@ def test_a_corrupt_batch_inside_a_range_names_file_and_position(tmp_path: Path) 
     data = bytearray(log.read_bytes())
     data[-3] ^= 0xFF  # a body byte of the last batch: its CRC fails
     log.write_bytes(bytes(data))
-    with pytest.raises(CorruptRecordError, match=r"00000000000000000000\.log: at position \d+: .*CRC"):
-        read_all(scan.plan_partition(tmp_path, "t", 0))
+    with pytest.raises(CorruptRecordError, match=r"00000000000000000000\.log: batch at position \d+ .*CRC"):
+        read_all(offline.plan_partition(tmp_path, "t", 0))
 
 
 def test_offsets_that_go_back_are_corrupt(tmp_path: Path) -> None:
@@ -301,22 +302,22 @@ def test_offsets_that_go_back_are_corrupt(tmp_path: Path) -> None:
     log = d / f"{0:020d}.log"
     with open(log, "ab") as f:
         f.write(encode_batch(2, records(3, 10), timestamp_type=TimestampType.CREATE_TIME, now_ms=0))
-    with pytest.raises(CorruptRecordError, match="offsets must increase"):
-        read_all(scan.plan_partition(tmp_path, "t", 0))
+    with pytest.raises(CorruptRecordError, match=r"below the expected 3 \(offsets must follow on"):
+        read_all(offline.plan_partition(tmp_path, "t", 0))
 
 
 def test_a_stale_index_is_ignored(tmp_path: Path) -> None:
     rows = make_partition(tmp_path, list(range(100)))
     index = tmp_path / "t-0" / f"{0:020d}.index"
     index.write_bytes(index.read_bytes()[:8] + (9999).to_bytes(4, "big") + (99999).to_bytes(4, "big"))
-    bounds = scan.Bounds(start_offset=30)
-    assert read_all(scan.plan_partition(tmp_path, "t", 0, bounds)).offsets == kafka_model(rows, bounds)
+    bounds = offline.Bounds(start_offset=30)
+    assert read_all(offline.plan_partition(tmp_path, "t", 0, bounds)).offsets == kafka_model(rows, bounds)
 
 
 def test_trace_file_collects_events_across_processes(tmp_path: Path) -> None:
     make_partition(tmp_path, list(range(50)))
-    hook = scan.append_trace(str(tmp_path / "trace.jsonl"))
-    read_all(scan.plan_partition(tmp_path, "t", 0, trace=hook), hook)
+    hook = offline.append_trace(str(tmp_path / "trace.jsonl"))
+    read_all(offline.plan_partition(tmp_path, "t", 0, trace=hook), hook)
     lines = (tmp_path / "trace.jsonl").read_text().splitlines()
     assert [line.count('"event": "read"') for line in lines].count(1) == 2
 
@@ -393,12 +394,12 @@ async def test_reads_beside_a_running_engine_see_exactly_what_was_appended(tmp_p
                 await log.append([Record(b"%d" % (n + j) + b"." * 100, None, 1000 + n + j) for j in range(5)])
             # Planned and read while the engine holds the directory: the active segment's indexes
             # are preallocated (zero tails) and nothing was closed or trimmed.
-            assert scan.log_end_offset(tmp_path, "live", 0) == log.log_end_offset
-            got = read_all(scan.plan_partition(tmp_path, "live", 0))
+            assert offline.log_end_offset(tmp_path, "live", 0) == log.log_end_offset
+            got = read_all(offline.plan_partition(tmp_path, "live", 0))
             assert got.offsets == list(range(log.log_end_offset))
             assert got.values == [b"%d" % o + b"." * 100 for o in got.offsets]
-            late = scan.Bounds(from_timestamp=1000 + log.log_end_offset - 7)
-            assert read_all(scan.plan_partition(tmp_path, "live", 0, late)).offsets == list(
+            late = offline.Bounds(from_timestamp=1000 + log.log_end_offset - 7)
+            assert read_all(offline.plan_partition(tmp_path, "live", 0, late)).offsets == list(
                 range(log.log_end_offset - 7, log.log_end_offset)
             )
         assert len(log.segment_base_offsets()) > 2
@@ -422,15 +423,15 @@ def test_column_buffers_hold_the_rows_of_scan_range(
     ]
     directory = tmp_path / "t-0"
     write_segment(directory, 0, batches, interval=64, log_append_time=log_append_time)
-    plan = scan.plan_partition(str(tmp_path), "t", 0, scan.Bounds(1, scan.NO_END))
+    plan = offline.plan_partition(str(tmp_path), "t", 0, offline.Bounds(1, offline.NO_END))
     expected = RecordColumns()
     for r in plan.ranges:
-        for chunk in scan.scan_range(r):
+        for chunk in offline.scan_range(r):
             _extend(expected, chunk)
     for max_bytes in (1, 100, 1 << 20):
         got = RecordColumns()
         for r in plan.ranges:
-            for buffers in scan.scan_range_buffers(r, max_chunk_bytes=max_bytes):
+            for buffers in offline.scan_range_buffers(r, max_chunk_bytes=max_bytes):
                 _extend(got, buffers.to_columns())
         assert got == expected
     assert expected.offsets == list(range(1, 54))
@@ -460,8 +461,8 @@ def test_a_batch_that_could_pass_2_gib_of_values_starts_a_new_chunk(
             out.values.nbytes += 2**31 - 150  # as if the first batch had been ~2 GiB of values
         return reached
 
-    monkeypatch.setattr(scan, "decode_buffers", decode)
-    (r,) = scan.plan_partition(str(tmp_path), "t", 0).ranges
-    chunks = list(scan.scan_range_buffers(r, max_chunk_bytes=2**40))
+    monkeypatch.setattr(ranges, "decode_buffers", decode)
+    (r,) = offline.plan_partition(str(tmp_path), "t", 0).ranges
+    chunks = list(offline.scan_range_buffers(r, max_chunk_bytes=2**40))
     assert [c.rows for c in chunks] == [1, 1]
     assert chunks[1].to_columns().values == [b"b" * 200]
