@@ -290,3 +290,52 @@ async def test_a_producer_state_that_cannot_be_loaded_refuses_only_producer_batc
             assert isinstance(results[1], AppendResult) and results[1].first_offset == 1
     assert "could not be loaded" in caplog.text
     assert "producer snapshot at offset 2 not written" in caplog.text  # the close goes on without it
+
+
+async def test_a_snapshot_past_where_recovery_ended_the_log_is_removed_before_appends_reach_its_offset(
+    tmp_path: Path,
+) -> None:
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await log.append(_records("x"))
+        await _produce(log, 0, "a")  # offset 1
+        await log.roll()  # the snapshot at 2 holds the producer's batch at offset 1
+        await log.append(_records("y"))
+        directory = log.directory
+        crashed = _crash_copy(tmp_path / "data", tmp_path / "crashed") / directory.name
+    for name in (".clean-shutdown", "recovery-point-offset-checkpoint"):
+        (crashed.parent / name).unlink(missing_ok=True)  # recovered from offset 0
+    first = crashed / f"{0:020d}.log"
+    first.write_bytes(first.read_bytes()[:-3])  # the producer's batch torn: the log ends at 1
+    assert (crashed / snapshot_file_name(2)).exists()
+    async with Engine.open(crashed.parent) as engine:
+        log = engine.log("t", 0)
+        assert log.log_end_offset == 1
+        assert not (crashed / snapshot_file_name(2)).exists()  # removed by the open, before any append
+        await log.append(_records("z1", "z2"))  # offsets 1 and 2: the old snapshot's offset is inside the log
+        again = await _produce(log, 0, "a")  # its batch was cut off: written now, not taken for a retry
+        assert again.first_offset == 3
+        assert [r.value for r in await read_all(log)] == [b"x", b"z1", b"z2", b"a"]
+
+
+async def test_a_partition_whose_files_disagree_with_the_clean_close_record_rebuilds_its_producer_state(
+    tmp_path: Path,
+) -> None:
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await _produce(log, 0, "a")
+        one_batch = log.size_bytes
+        await _produce(log, 1, "b")
+        directory = log.directory
+    segment = directory / f"{0:020d}.log"
+    segment.write_bytes(segment.read_bytes()[:one_batch])  # the last batch gone after the clean close
+    assert (directory / snapshot_file_name(2)).exists()  # the close's snapshot, now past the log's end
+    async with Engine.open(tmp_path / "data") as engine:
+        log = engine.log("t", 0)
+        # The first use opens the files: the record does not match them, the partition is recovered,
+        # the snapshot past its end is removed -- and no snapshot left is not read as "no producers".
+        again = await _produce(log, 0, "a")
+        assert (again.first_offset, log.log_end_offset) == (0, 1)
+        assert [r.value for r in await read_all(log)] == [b"a"]
