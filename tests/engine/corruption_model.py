@@ -11,7 +11,8 @@ the storage core behind that surface is restructured.
 **The model.** A *template* is a log directory written by a real ``Engine`` (two topics, three
 partitions, small ``segment_bytes`` and index sizes so that each partition has several segments
 and index entries, batches of 1-6 records with out-of-order timestamps, keys and values that may
-be ``None``, headers on some records, two consumer groups, and on some templates a
+be ``None``, headers on some records, two consumer groups, topic ``alpha`` written by an idempotent
+producer (so its partitions keep ``.snapshot`` files of producer state), and on some templates a
 ``delete_records_before`` so the log start is not 0), in two sessions: the first is closed
 cleanly, the second appends more and is then either closed cleanly (a *clean* template) or
 copied while it is still open (an *unclean* template: no ``.clean-shutdown``, preallocated
@@ -36,7 +37,10 @@ exactly. "Surviving" records are the ones the engine actually served in the same
 the answer's timestamp is that record's), with no earlier served offset qualifying. A partition's
 log start and end are judged once it has been read (a cleanly closed partition may open its files
 on first use). After the writable engine closes cleanly, a second open must report the same log
-start and end. Any warning -- an object collected unclosed above all -- is a finding too.
+start and end. The writable engine also sends each ``alpha`` partition's last producer batch again
+where the damage explains nothing: it must be answered with the offsets it was written at, never
+written twice, whatever became of the ``.snapshot`` files. Any warning -- an object collected unclosed
+above all -- is a finding too.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import os
 import random
 import shutil
 import struct
+import time
 import traceback
 import warnings
 from collections.abc import Awaitable, Callable, Iterable
@@ -62,8 +67,13 @@ from seglog import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Engine, 
 from seglog.engine.errors import SeglogError
 
 T0 = 1_763_800_000_000  # a fixed base timestamp (ms), so a template is the same bytes on every run
+# Topic alpha's records are an idempotent producer's, and a producer whose last batch is a day old has
+# expired (Kafka's producer.id.expiration.ms, by the batch's timestamp): its base is today's midnight (UTC),
+# so its templates are the same bytes all day.
+T_PRODUCER = time.time_ns() // 1_000_000 // 86_400_000 * 86_400_000
 LONG_INTERVAL_MS = 1 << 40  # background retention, checkpointing and flushing never run during a trial
 GROUPS = ("billing", "audit")
+PRODUCER_ID = 7000  # topic alpha's partition p is written by the idempotent producer PRODUCER_ID + p
 
 # docs/FORMAT.md: the batch header and the index entries (big-endian).
 HEADER = struct.Struct(">qiibIhiqqqhii")  # 61 bytes
@@ -114,12 +124,22 @@ class Expected:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerBatch:
+    """The last batch an idempotent producer wrote to a partition: a retry of it is answered, not written."""
+
+    producer_id: int
+    base_sequence: int
+    records: list[Expected]
+
+
 @dataclass(slots=True)
 class PartitionModel:
     topic: str
     partition: int
     records: list[Expected] = field(default_factory=list)  # records[o].offset == o
     log_start: int = 0
+    last_producer_batch: ProducerBatch | None = None  # topic alpha's appends are an idempotent producer's
 
     @property
     def log_end(self) -> int:
@@ -172,14 +192,14 @@ def shape_of(number: int) -> Shape:
     return Shape(configs, {"alpha": 2, "beta": 1}, batches=rng.randint(14, 22), delete_before=number % 2 == 1)
 
 
-def _random_batch(rng: random.Random, first_offset: int, index: int) -> list[Expected]:
+def _random_batch(rng: random.Random, first_offset: int, index: int, base: int = T0) -> list[Expected]:
     count = rng.choice((1, 1, 2, 3, 4, 6))
     out = []
     for k in range(count):
         key = None if rng.random() < 0.3 else rng.randbytes(rng.randint(0, 8))
         value = None if rng.random() < 0.1 else rng.randbytes(rng.randint(0, 48))
         # Out of order across and inside batches, never negative.
-        timestamp = T0 + index * 100 + rng.randint(-250, 250)
+        timestamp = base + index * 100 + rng.randint(-250, 250)
         headers: tuple[tuple[str, bytes], ...] = ()
         if rng.random() < 0.2:
             headers = (("h", rng.randbytes(rng.randint(0, 6))),)
@@ -197,13 +217,23 @@ async def build_template(root: Path, shape_number: int) -> tuple[Template, Templ
     }
     groups: dict[str, dict[TopicPartition, int]] = {g: {} for g in GROUPS}
 
+    sequences: dict[TopicPartition, int] = {}
+
     async def append_some(engine: Engine, batches: int) -> None:
         for index in range(batches):
             for tp, model in models.items():
-                batch = _random_batch(rng, model.log_end, len(model.records) + index)
-                res = await engine.log(*tp).append(
-                    [Record(e.value, key=e.key, timestamp=e.timestamp, headers=e.headers) for e in batch]
-                )
+                base = T_PRODUCER if tp[0] == "alpha" else T0
+                batch = _random_batch(rng, model.log_end, len(model.records) + index, base)
+                records = [Record(e.value, key=e.key, timestamp=e.timestamp, headers=e.headers) for e in batch]
+                if tp[0] == "alpha":  # its partitions keep producer state, and .snapshot files of it
+                    producer_id, sequence = PRODUCER_ID + tp[1], sequences.get(tp, 0)
+                    res = await engine.log(*tp).append(
+                        records, producer_id=producer_id, producer_epoch=0, base_sequence=sequence
+                    )
+                    sequences[tp] = sequence + len(batch)
+                    model.last_producer_batch = ProducerBatch(producer_id, sequence, batch)
+                else:
+                    res = await engine.log(*tp).append(records)
                 assert res.first_offset == model.log_end, (res, model.log_end)
                 model.records.extend(batch)
 
@@ -242,7 +272,8 @@ async def build_template(root: Path, shape_number: int) -> tuple[Template, Templ
 
     def template(path: Path, is_clean: bool) -> Template:
         parts = {
-            tp: PartitionModel(m.topic, m.partition, list(m.records), m.log_start) for tp, m in models.items()
+            tp: PartitionModel(m.topic, m.partition, list(m.records), m.log_start, m.last_producer_batch)
+            for tp, m in models.items()
         }
         return Template(shape_number, is_clean, path, parts, {g: dict(o) for g, o in groups.items()})
 
@@ -871,6 +902,41 @@ def _clean_marker(site: Site) -> Path | None:
     return site.root / ".clean-shutdown"
 
 
+def snapshot_damage(site: Site) -> Damage | None:
+    """A producer-state ``.snapshot`` bit-flipped, truncated, overwritten, or one planted that no writer wrote.
+
+    Explains nothing: a snapshot is checked (CRC-32C) when read, and one that does not read back is
+    rebuilt from the log -- a retry of the producer's last batch is still answered with its offsets.
+    (Deleting every snapshot of a cleanly closed partition is a lie seglog believes, as Kafka does: it
+    then takes the producers for gone, so that is not drawn here.)
+    """
+    _, d = site.partition()
+    snapshots = sorted(p for p in d.iterdir() if p.name.endswith(".snapshot"))
+    how = site.rng.choice(("bitflip", "truncate", "random", "plant"))
+    if how == "plant" or not snapshots:
+        bases = segment_bases(d)
+        offset = site.rng.choice([*bases, bases[-1] + site.rng.randint(1, 50)]) if bases else 0
+        path = d / f"{offset:020d}.snapshot"
+        data = site.rng.choice((b"", site.rng.randbytes(site.rng.randint(1, 120)),
+                                struct.pack(">hI", 1, 0) + site.rng.randbytes(site.rng.randint(0, 80))))
+        path.write_bytes(data)
+        return Damage("snapshot.plant", f"{d.name}/{path.name}: {len(data)} bytes")
+    path = site.rng.choice(snapshots)
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    if how == "bitflip":
+        pos, bit = site.rng.randrange(size), site.rng.randrange(8)
+        flip_bit(path, pos, bit)
+        return Damage("snapshot.bitflip", f"{d.name}/{path.name} byte {pos} bit {bit}")
+    if how == "truncate":
+        new = site.rng.randrange(size)
+        os.truncate(path, new)
+        return Damage("snapshot.truncate", f"{d.name}/{path.name} {size} -> {new} bytes")
+    path.write_bytes(site.rng.randbytes(size))
+    return Damage("snapshot.random", f"{d.name}/{path.name}: {size} random bytes")
+
+
 # Every kind of damage, by file kind. The fuzz test draws from these with the weights given.
 DAMAGES: dict[str, tuple[float, DamageFn]] = {
     "log.bitflip": (2, log_bitflip),
@@ -909,6 +975,7 @@ DAMAGES: dict[str, tuple[float, DamageFn]] = {
     "topic_json.lie": (1, topic_json_lie),
     "groups.file": (1, _small_file_damage("groups", _group_file, _nothing, groups=True)),
     "groups.lie": (1, group_file_lie),
+    "snapshot.damage": (2, snapshot_damage),
 }
 
 
@@ -1225,6 +1292,8 @@ async def check_engine(
                 continue
             await check_partition(judge, log, tp, subscribe=tp == followed)
             ranges[tp] = (log.log_start_offset, log.log_end_offset)
+            if judge.mode == "writable":
+                await _check_producer_retry(judge, log, tp)
         await _check_groups(judge, engine)
     finally:
         try:
@@ -1232,6 +1301,29 @@ async def check_engine(
         except Exception as exc:
             judge.raised("close", exc)
     return ranges
+
+
+async def _check_producer_retry(judge: Judge, log: PartitionLog, tp: TopicPartition) -> None:
+    """The producer's last batch, sent again: answered with the offsets it was written at, never written twice.
+
+    Only where the damage explains nothing (a log that lost the batch would rightly take it again); the
+    producer state comes from the partition's ``.snapshot`` files and the log, whatever became of them.
+    """
+    batch = judge.template.partitions[tp].last_producer_batch
+    if batch is None or judge.allowed(tp) != Allow():
+        return
+    where = f"{judge.mode} {tp[0]}-{tp[1]} retry of producer {batch.producer_id}'s last batch"
+    records = [Record(e.value, key=e.key, timestamp=e.timestamp, headers=e.headers) for e in batch.records]
+    try:
+        result = await log.append(records, producer_id=batch.producer_id, producer_epoch=0,
+                                  base_sequence=batch.base_sequence)
+    except Exception as exc:
+        judge.raised(where, exc, tp)
+        return
+    written = (batch.records[0].offset, batch.records[-1].offset)
+    if (result.first_offset, result.last_offset) != written:
+        judge.obs.find("wrong", where, f"answered {result.first_offset}..{result.last_offset}, written at "
+                       f"{written[0]}..{written[1]}")
 
 
 async def _check_groups(judge: Judge, engine: Engine) -> None:

@@ -5,12 +5,14 @@ copied while open), applies one to three random damages to any kind of file -- `
 (bit flips, one in a sealed batch's base offset, which the CRC does not cover; truncation,
 zeroed ranges, random bytes, a torn or garbage tail), whole segments (swapped, duplicated,
 deleted, renamed), ``.index`` / ``.timeindex`` (bit flips, truncation, zeros, random bytes,
-deletion, well-formed lying entries), a planted ``.txnindex``, the ``.clean-shutdown`` record
+deletion, well-formed lying entries), a planted ``.txnindex``, producer-state ``.snapshot`` files
+(bit flips, truncation, random bytes, planted ones), the ``.clean-shutdown`` record
 (damaged or lying, e.g. omitting the first segment), both checkpoints (damaged or lying),
 ``topic.json`` and the consumer-group files -- and then judges what the offline tools
 (``seglog verify``, ``recover --dry-run``, ``consume``, ``offsets``), a read-only engine, a
 writable engine and a second writable open make of it: every offset of the log is read,
-timestamps are looked up, one partition is followed with ``subscribe``. The model, the damage
+timestamps are looked up, one partition is followed with ``subscribe``, a producer's last batch is
+sent again. The model, the damage
 kinds and the rules (what counts as a crash, a wrong answer, a silent gap, and which losses a
 damage explains) are documented in ``corruption_model.py``.
 
