@@ -140,7 +140,7 @@ async def test_produce_and_fetch_at_every_version_round_trip(server: KafkaServer
             assert (part.error_code, part.high_watermark, part.last_stable_offset) == (
                 ErrorCode.none, len(expected), len(expected)
             )
-            got = decode_batch(part.records, max_uncompressed_bytes=1 << 20).records
+            got = decode_batch(part.records).records
             assert [(r.value, r.key, r.timestamp, r.headers) for r in got] == [
                 (r.value, r.key, r.timestamp, r.headers) for r in expected[offset:]
             ]
@@ -176,7 +176,7 @@ async def test_fetch_returns_one_batch_even_past_max_bytes(server: KafkaServer, 
         answer = await client.call(1, 12, _fetch("big", 0, max_bytes=100, partition_max_bytes=100))
     finally:
         await client.close()
-    got = decode_batch(answer.responses[0].partitions[0].records, max_uncompressed_bytes=1 << 20).records
+    got = decode_batch(answer.responses[0].partitions[0].records).records
     assert [r.value for r in got] == [b"x" * 5000]
 
 

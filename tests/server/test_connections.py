@@ -182,7 +182,7 @@ async def test_a_parked_fetch_is_woken_by_an_append(server: KafkaServer, engine:
         answer = await client.receive(1, 12, correlation, wait_s=10)  # far sooner than max_wait_ms
     finally:
         await client.close()
-    records = decode_batch(answer.responses[0].partitions[0].records, max_uncompressed_bytes=1 << 20).records
+    records = decode_batch(answer.responses[0].partitions[0].records).records
     assert [r.value for r in records] == [b"late"]
     assert not engine.log("lp")._data_waiters  # the wait left nothing behind
 
@@ -200,7 +200,7 @@ async def test_a_fetch_waits_for_min_bytes(server: KafkaServer, engine: Engine) 
         answer = await client.receive(1, 12, correlation, wait_s=10)
     finally:
         await client.close()
-    records = decode_batch(answer.responses[0].partitions[0].records, max_uncompressed_bytes=1 << 20).records
+    records = decode_batch(answer.responses[0].partitions[0].records).records
     assert [len(r.value or b"") for r in records] == [5, 2000]
 
 
