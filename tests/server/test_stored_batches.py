@@ -268,3 +268,37 @@ async def test_a_kafka_batch_damaged_on_disk_is_found_by_verify_and_cut_by_recov
         assert engine.log("hurt").log_end_offset == 10
         assert [r.offset for r in (await engine.log("hurt").read(0, 1 << 20)).records] == list(range(10))
     assert log_file.stat().st_size == second.position
+
+
+async def test_offline_reads_explain_and_the_spark_scans_read_both_formats(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    native = [Record(b"native %d" % i, timestamp=T0 + i) for i in range(3)]
+    wire = _records(10)
+    async with Engine.open(root) as engine, KafkaServer(engine, "127.0.0.1:0") as server:
+        await engine.create_topic("offline")
+        await engine.log("offline").append(native)
+        client = await WireClient.connect(server.bootstrap_servers)
+        try:
+            answer = await client.call(0, 9, _produce_request("offline", _wire_batch(wire, codec=4)))
+            assert answer.responses[0].partition_responses[0].base_offset == 3
+        finally:
+            await client.close()
+    assert [m for m, _ in _stored(root, "offline")] == [SEGLOG_MAGIC, KAFKA_MAGIC]
+    values = [r.value for r in native] + [r.value for r in wire]
+    assert [r.value for r in offline.read_records(root, "offline", 0, 0)] == values
+    assert [r.offset for r in offline.read_records(root, "offline", 0, 7)] == list(range(7, 13))
+    plan = offline.plan_partition(root, "offline", 0, offline.Bounds(start_offset=5))
+    for scan in (offline.ranges.scan_range, offline.ranges.scan_range_buffers):
+        chunks = [chunk for r in plan.ranges for chunk in scan(r)]
+        columns = offline.ranges.RecordColumns() if scan is offline.ranges.scan_range else None
+        if columns is not None:
+            for chunk in chunks:
+                columns.offsets.extend(chunk.offsets)
+                columns.values.extend(chunk.values)
+            assert (columns.offsets, columns.values) == (list(range(5, 13)), values[5:])
+        else:
+            assert sum(len(chunk) for chunk in chunks) == 8
+    explained = offline.explain_offset(root, "offline", 0, 9)
+    assert explained.result_offset == 9
+    found = offline.offset_for_timestamp(root, "offline", 0, T0 + 4)
+    assert found is not None and found.offset == 7  # wire record 4: T0 + 4, at offset 3 + 4
