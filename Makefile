@@ -61,6 +61,13 @@ test: lint typecheck pytest pytest-pure
 test-fast: PYTEST_ARGS = -m "not spark and not packaging"
 test-fast: lint typecheck pytest
 
+# pytest (not spark, not packaging), then pytest-pure, RUNS times while one spinning process per core keeps
+# every core busy; lists every test that failed at least once and fails if any did. A race test that
+# only passes on an idle machine shows up here. PYTEST_ARGS narrows it: make stress RUNS=20 PYTEST_ARGS=tests/segments
+RUNS ?= 5
+stress: venv
+	RUNS='$(RUNS)' PYTEST_ARGS='$(PYTEST_ARGS)' $(PY) .ci/stress
+
 # The main job: replay the bundled sample workload (examples/, fixed seed) at its recorded pace into
 # the embedded default log directory ./data, with two tailing consumers measuring end-to-end latency;
 # the report (JSON) goes to ./reports, with PNG plots when the venv has the plots extra (matplotlib, ~170 MB:

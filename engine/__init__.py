@@ -2,8 +2,9 @@
 
 Owns: ``Engine`` (a log directory), ``PartitionLog``, ``LogConfig``, ``Record``
 and the result types, the exception tree (``seglog.engine.errors``), recovery and
-checkpoints, retention, consumer-group offsets, and the read-only, offline
-views of a directory used by the tools and the Spark source (``seglog.engine.offline``).
+checkpoints, retention, consumer groups (the group coordinator, the group
+store, ``GroupConsumer``), and the read-only, offline views of a directory used
+by the tools and the Spark source (``seglog.engine.offline``).
 
 Must not import: ``tools``. Everything ``tools`` needs is exported here.
 
@@ -18,6 +19,7 @@ Must not import: ``tools``. Everything ``tools`` needs is exported here.
 
 from seglog.engine import errors
 from seglog.engine.config import LogConfig
+from seglog.engine.consumer import ConsumerRecord, GroupConsumer, TopicPartition
 from seglog.engine.engine import Engine, RecoveryProgress
 from seglog.engine.log import PartitionLog
 from seglog.engine.results import (
@@ -37,14 +39,17 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendResult",
+    "ConsumerRecord",
     "Engine",
     "FetchResult",
+    "GroupConsumer",
     "LogConfig",
     "OffsetAndTimestamp",
     "PartitionLog",
     "Record",
     "RecordMetadata",
     "RecoveryProgress",
+    "TopicPartition",
     "errors",
     "run",
 ]

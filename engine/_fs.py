@@ -48,6 +48,7 @@ __all__ = [
     "rename_dir",
     "rename_if_exists",
     "scan_log_dir",
+    "scan_log_dir_sync",
     "scan_partition_dir",
     "scan_partition_dir_sync",
 ]
@@ -128,6 +129,11 @@ def _scan(path: Path, create: bool) -> LogDirListing:
         return listing
     except OSError as exc:
         raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc
+
+
+def scan_log_dir_sync(path: Path, *, create: bool) -> LogDirListing:
+    """The blocking form of :func:`scan_log_dir` (the dry run of recovery, in the caller's thread)."""
+    return _scan(path, create)
 
 
 async def scan_log_dir(path: Path, *, create: bool) -> LogDirListing:
@@ -359,3 +365,43 @@ async def scan_partition_dir(directory: Path, *, cleanup: bool) -> list[tuple[in
         StorageError: the directory cannot be listed or a leftover cannot be removed.
     """
     return await in_thread(_scan_partition, directory, cleanup)
+
+
+LOCK_FILE_NAME: Final = ".lock"  # the Engine's lock file in a log directory
+
+
+def lock_holder(log_dir: Path) -> int | None:
+    """The pid of the process whose Engine holds ``log_dir`` now, ``0`` if held by an unknown pid, ``None`` if free.
+
+    Read-only and race-free on Linux: ``/proc/locks`` lists every ``flock``
+    with its file's device and inode. Elsewhere the lock is tried shared and
+    dropped at once (an Engine opening in that instant would be refused).
+    """
+    path = log_dir / LOCK_FILE_NAME
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    held = False
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+            held = any(line.split()[5:6] == [wanted] and "FLOCK" in line for line in locks)
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            held = True
+        finally:
+            os.close(fd)
+    if not held:
+        return None
+    try:
+        return int(path.read_text(encoding="ascii").strip() or "0")
+    except (OSError, ValueError):
+        return 0

@@ -41,14 +41,17 @@ __all__ = [
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 CHECKPOINT_VERSION: Final = 0  # part of the file format
-CLEAN_SHUTDOWN_VERSION: Final = 1  # of the .clean-shutdown record; an empty marker (seglog < 0.3) has none
+# Of the .clean-shutdown record, part of the format: 2 adds each segment's .log bytes; 1 (still read) has
+# none; an empty marker (seglog < 0.3) has no record at all.
+CLEAN_SHUTDOWN_VERSION: Final = 2
+_CLEAN_SHUTDOWN_VERSIONS: Final = ("1", "2")
 MAX_CHECKPOINT_ENTRIES: Final = 10_000_000  # bound before allocating anything from a count on disk
 
 TopicPartition = tuple[str, int]
 
 
-def _entry_lines(data: bytes, name: str, version: int) -> list[tuple[int, str]]:
-    """The entry lines (with their 1-based line numbers) of a version + count + entries text file.
+def _entry_lines(data: bytes, name: str, versions: tuple[str, ...]) -> tuple[str, list[tuple[int, str]]]:
+    """The version and the entry lines (with their 1-based line numbers) of a version + count + entries text file.
 
     Raises:
         CorruptionError: not ASCII, another version, or a count that does not match the lines.
@@ -59,15 +62,16 @@ def _entry_lines(data: bytes, name: str, version: int) -> list[tuple[int, str]]:
         raise CorruptionError(f"{name}: not ASCII text") from exc
     if len(lines) < 2:
         raise CorruptionError(f"{name}: expected a version and a count, got {len(lines)} line(s)")
-    if lines[0].strip() != str(version):
-        raise CorruptionError(f"{name}: unsupported version {lines[0].strip()!r} (expected {version})")
+    version = lines[0].strip()
+    if version not in versions:
+        raise CorruptionError(f"{name}: unsupported version {version!r} (expected {' or '.join(versions)})")
     try:
         count = int(lines[1])
     except ValueError as exc:
         raise CorruptionError(f"{name}: entry count {lines[1]!r} is not a number") from exc
     if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or count != len(lines) - 2:
         raise CorruptionError(f"{name}: header says {count} entries but the file has {len(lines) - 2}")
-    return list(enumerate(lines[2:], start=3))
+    return version, list(enumerate(lines[2:], start=3))
 
 
 def format_checkpoint(offsets: Mapping[TopicPartition, int]) -> bytes:
@@ -85,7 +89,7 @@ def parse_checkpoint(data: bytes, *, name: str = "checkpoint") -> dict[TopicPart
             a malformed line, a bad topic name or a negative offset.
     """
     out: dict[TopicPartition, int] = {}
-    for number, line in _entry_lines(data, name, CHECKPOINT_VERSION):
+    for number, line in _entry_lines(data, name, (str(CHECKPOINT_VERSION),))[1]:
         parts = line.split(" ")
         if len(parts) != 3:
             raise CorruptionError(f"{name}: line {number} is not 'topic partition offset': {line!r}")
@@ -102,12 +106,17 @@ def parse_checkpoint(data: bytes, *, name: str = "checkpoint") -> dict[TopicPart
 
 
 class ClosedPartition(NamedTuple):
-    """One partition as a clean close left it: enough to serve it before its files are opened."""
+    """One partition as a clean close left it: enough to serve it before its files are opened.
+
+    A hint, never trusted over the files: the partition's first use checks it
+    against them (``engine.loader.check_clean_record``).
+    """
 
     log_end_offset: int
     size_bytes: int  # bytes of its .log files
     first_largest_timestamp: int  # of its first segment (what retention.ms judges first), as retention sees it
     base_offsets: tuple[int, ...]  # of its segments, ascending
+    segment_bytes: tuple[int, ...] | None = None  # each segment's .log bytes (None: a version 1 record)
 
 
 def format_clean_shutdown(partitions: Mapping[TopicPartition, ClosedPartition]) -> bytes:
@@ -115,15 +124,19 @@ def format_clean_shutdown(partitions: Mapping[TopicPartition, ClosedPartition]) 
 
     ::
 
-        1                                        <- version
-        2                                        <- number of entries
-        orders 0 1234 56789 1700000000000 0,800  <- topic, partition, log end offset, .log bytes,
-        orders 1 0 0 1700000000000 0                first segment's largest timestamp, base offsets
+        2                                                    <- version
+        2                                                    <- number of entries
+        orders 0 1234 56789 1700000000000 0,800 30100,26689  <- topic, partition, log end offset, .log bytes,
+        orders 1 0 0 1700000000000 0 0                          first segment's largest timestamp, base
+                                                                offsets, each segment's .log bytes
+    A partition carried over from a version 1 record (unopened since) has
+    ``-`` for the sizes it never had.
     """
     lines = [str(CLEAN_SHUTDOWN_VERSION), str(len(partitions))]
     lines += [
         f"{topic} {partition} {p.log_end_offset} {p.size_bytes} {p.first_largest_timestamp} "
-        f"{','.join(map(str, p.base_offsets))}"
+        f"{','.join(map(str, p.base_offsets))} "
+        f"{'-' if p.segment_bytes is None else ','.join(map(str, p.segment_bytes))}"
         for (topic, partition), p in sorted(partitions.items())
     ]
     return ("\n".join(lines) + "\n").encode("ascii")
@@ -132,29 +145,39 @@ def format_clean_shutdown(partitions: Mapping[TopicPartition, ClosedPartition]) 
 def parse_clean_shutdown(data: bytes, *, name: str = ".clean-shutdown") -> dict[TopicPartition, ClosedPartition]:
     """Parse a ``.clean-shutdown`` record (an empty marker parses to no entries).
 
+    Reads version 1 (no segment sizes) and 2.
+
     Raises:
         CorruptionError: not the format of :func:`format_clean_shutdown`, or an
             entry that cannot be true (no segment, base offsets not ascending,
-            a log end below the last segment's base offset, a negative number).
+            a log end below the last segment's base offset, a negative number,
+            sizes that are not one per segment or do not add up to the bytes).
     """
     if not data:
         return {}
     out: dict[TopicPartition, ClosedPartition] = {}
-    for number, line in _entry_lines(data, name, CLEAN_SHUTDOWN_VERSION):
+    version, lines = _entry_lines(data, name, _CLEAN_SHUTDOWN_VERSIONS)
+    fields = 6 if version == "1" else 7
+    for number, line in lines:
         parts = line.split(" ")
-        if len(parts) != 6:
-            raise CorruptionError(f"{name}: line {number} is not 'topic partition end bytes timestamp bases': {line!r}")
+        if len(parts) != fields:
+            raise CorruptionError(
+                f"{name}: line {number} is not 'topic partition end bytes timestamp bases"
+                f"{'' if fields == 6 else ' sizes'}': {line!r}"
+            )
         try:
             validate_topic(parts[0])
             partition, end, size, largest = int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])
             bases = tuple(int(b) for b in parts[5].split(","))
+            sizes = None if fields == 6 or parts[6] == "-" else tuple(int(b) for b in parts[6].split(","))
         except (ValueError, TypeError) as exc:
             raise CorruptionError(f"{name}: line {number} is malformed: {line!r}") from exc
         if (
-            min(partition, end, size, *bases) < 0
+            min(partition, end, size, *bases, *(sizes or ())) < 0
             or any(a >= b for a, b in pairwise(bases))
             or end < bases[-1]
+            or (sizes is not None and (len(sizes) != len(bases) or sum(sizes) != size))
         ):
             raise CorruptionError(f"{name}: line {number} cannot describe a partition: {line!r}")
-        out[(parts[0], partition)] = ClosedPartition(end, size, largest, bases)
+        out[(parts[0], partition)] = ClosedPartition(end, size, largest, bases, sizes)
     return out

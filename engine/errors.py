@@ -30,9 +30,11 @@ from seglog.segments.errors import (
 
 __all__ = [
     "ClosedError",
+    "CommitFailedError",
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptionError",
+    "GroupError",
     "IndexFullError",
     "IndexOffsetOverflowError",
     "InvalidConfigError",
@@ -42,6 +44,7 @@ __all__ = [
     "InvalidTimestampError",
     "InvalidTopicError",
     "LogDirLockedError",
+    "NonEmptyGroupError",
     "OffsetOutOfRangeError",
     "ReadOnlyIndexError",
     "RecordTooLargeError",
@@ -92,3 +95,32 @@ class OffsetOutOfRangeError(SeglogError, LookupError):
 
 class LogDirLockedError(SeglogError):
     """Another ``Engine`` (in this or another process) holds the log directory's lock."""
+
+
+class GroupError(SeglogError):
+    """The group coordinator refused a consumer-group call; ``code`` is Kafka's name for the reason.
+
+    ``code`` is one of Kafka's error names (``"REBALANCE_IN_PROGRESS"``,
+    ``"UNKNOWN_MEMBER_ID"``, ``"ILLEGAL_GENERATION"``, ...), what a Kafka client
+    would have been answered.
+    """
+
+    def __init__(self, message: str, code: str = "UNKNOWN_SERVER_ERROR") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class CommitFailedError(GroupError):
+    """A group consumer's commit refused because the group rebalanced: its partitions may be another's now.
+
+    The records since the last successful commit will be read again by
+    whichever member owns their partitions after the rebalance.
+    """
+
+
+class NonEmptyGroupError(GroupError):
+    """A commit, reset or deletion outside the group's members while the group has active members.
+
+    Kafka refuses the same (``UNKNOWN_MEMBER_ID`` to a commit without a
+    member id, ``NON_EMPTY_GROUP`` to a deletion): stop the group's consumers first.
+    """

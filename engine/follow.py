@@ -6,7 +6,10 @@ the writer, the log start offset) and what triggers it: inotify events where
 the platform has them (``inotify_simple``, its descriptor read by the event
 loop when readable, so nothing blocks), and a bounded poll always (the safety
 net, and the only trigger elsewhere). Everything a refresh does to the view is
-in this module; ``Engine`` and ``PartitionLog`` only call it.
+in this module; ``Engine`` and ``PartitionLog`` only call it. It knows the
+engine only as the ``engine.loader.LogDirLoad`` the engine loaded its
+directory with (path, topics, partitions), and opens a partition the way the
+loader does.
 
 Rules (docs/OPERATIONS.md, "Followers"):
 
@@ -25,7 +28,7 @@ Rules (docs/OPERATIONS.md, "Followers"):
   open that segment again and validate it from its start; its log end may
   then move back.
 
-Must not import: ``tools``.
+Must not import: ``tools``, ``engine.engine``.
 """
 
 from __future__ import annotations
@@ -39,20 +42,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from seglog.engine import _fs
+from seglog.engine import _fs, loader
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import SeglogError, StorageError, UnknownTopicOrPartitionError
+from seglog.engine.log import PartitionLog
 from seglog.engine.names import parse_partition_dir, partition_dir_name
+from seglog.engine.topics import TopicState
 from seglog.segments.fileio import in_thread
 from seglog.segments.files import LOG_SUFFIX
 from seglog.segments.segment import FollowScan, LogSegment
-
-if TYPE_CHECKING:
-    from seglog.engine.engine import Engine, _Topic
-    from seglog.engine.log import PartitionLog
 
 __all__ = ["DEFAULT_FOLLOW_INTERVAL_MS", "Follower", "inotify_available", "start_following_in_thread"]
 
@@ -64,7 +65,7 @@ DEFAULT_FOLLOW_INTERVAL_MS: Final = 500
 # Bytes of new batches one refresh validates per segment; a follower far behind catches up over
 # several refreshes (each one executor hop), so readers are served in between.
 FOLLOW_SCAN_BYTES: Final = 64 << 20
-# Partitions whose files one executor hop looks at (as Engine.open's LOAD_CHUNK).
+# Partitions whose files one executor hop looks at (as the open's loader.LOAD_CHUNK).
 REFRESH_CHUNK: Final = 64
 _UNLIMITED: Final = 1 << 62
 
@@ -316,8 +317,8 @@ class Follower:
     them), and when :meth:`refresh` is called.
     """
 
-    def __init__(self, engine: Engine, interval_ms: int) -> None:
-        self._engine = engine
+    def __init__(self, load: loader.LogDirLoad, interval_ms: int) -> None:
+        self._load = load
         self._interval_s = interval_ms / 1000
         self._notifier: _Notifier | None = None
         self._task: asyncio.Task[None] | None = None
@@ -343,31 +344,31 @@ class Follower:
         Without it nothing runs: the view changes only when :meth:`refresh` is called.
         """
         if not follow:
-            await in_thread(self._record_inodes, list(self._engine._logs))
+            await in_thread(self._record_inodes, list(self._load.logs))
             return
         if notify and inotify_available():
             try:
                 self._notifier = _Notifier(self._mark)
             except OSError as exc:  # e.g. fs.inotify.max_user_instances reached
-                log.warning("%s: inotify unavailable (%s); following the writer by polling", self._engine.path, exc)
+                log.warning("%s: inotify unavailable (%s); following the writer by polling", self._load.path, exc)
         if self._notifier is not None:
             self._notifier.start(asyncio.get_running_loop())
-            await self._watch([None, *self._engine._logs])
-        await in_thread(self._record_inodes, list(self._engine._logs))
+            await self._watch([None, *self._load.logs])
+        await in_thread(self._record_inodes, list(self._load.logs))
         # Whatever was written between the open's look and the watches is caught by a first full pass.
         self._mark(None, True)
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"seglog-follow-{self._engine.path}")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"seglog-follow-{self._load.path}")
 
     def _record_inodes(self, keys: list[tuple[str, int]]) -> None:
         for key in keys:
             with contextlib.suppress(OSError):
-                self._inodes[key] = os.stat(self._engine.path / partition_dir_name(*key)).st_ino
+                self._inodes[key] = os.stat(self._load.path / partition_dir_name(*key)).st_ino
 
     async def _watch(self, keys: list[tuple[str, int] | None]) -> None:
         notifier = self._notifier
         if notifier is None:
             return
-        path = self._engine.path
+        path = self._load.path
 
         def work() -> None:
             for key in keys:
@@ -404,7 +405,7 @@ class Follower:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failing look must not end the follow: the next pass retries
-                log.error("%s: follower refresh failed: %s", self._engine.path, exc, exc_info=exc)
+                log.error("%s: follower refresh failed: %s", self._load.path, exc, exc_info=exc)
 
     async def refresh(self) -> None:
         """Look at every partition and the log directory now, until the view holds every complete batch."""
@@ -425,74 +426,78 @@ class Follower:
             self._dirty = {}
             if dir_dirty:
                 await self._refresh_log_dir()
-            engine = self._engine
+            logs = self._load.logs
             if all_dirty:
-                todo = {key: True for key in engine._logs}
+                todo = {key: True for key in logs}
             else:
-                todo = {key: listing for key, listing in dirty.items() if key in engine._logs}
+                todo = {key: listing for key, listing in dirty.items() if key in logs}
             return await self._refresh_partitions(todo)
 
     async def _refresh_log_dir(self) -> None:
         """Topics that appeared or went, and the log start checkpoint."""
-        engine = self._engine
-        listing = await in_thread(_list_log_dir, engine.path, set(engine._topics))
-        self._start_offsets = engine._parse_checkpoint(LOG_START_OFFSET_CHECKPOINT, listing)
-        for key in [k for k in engine._logs if k not in listing.partition_dirs]:
+        load = self._load
+        listing = await in_thread(_list_log_dir, load.path, set(load.topics))
+        self._start_offsets = loader.parse_checkpoint_file(listing, LOG_START_OFFSET_CHECKPOINT, load.path)
+        for key in [k for k in load.logs if k not in listing.partition_dirs]:
             await self._drop_partition(key)
-        added = [key for key in sorted(listing.partition_dirs) if key not in engine._logs]
+        added = [key for key in sorted(listing.partition_dirs) if key not in load.logs]
         for topic, partition in added:
             meta = listing.partition_dirs.get((topic, partition))
-            if topic not in engine._topics and meta is None:
+            if topic not in load.topics and meta is None:
                 continue  # its topic.json is not written yet (it comes before the first segment)
-            await self._add_partition(engine._parse_topic_file(topic, partition, meta), partition)
-        for key, plog in engine._logs.items():
+            await self._add_partition(loader.topic_of(load, topic, partition, meta), partition)
+        for key, plog in load.logs.items():
             self._apply_log_start(key, plog)
 
-    async def _add_partition(self, topic: _Topic, partition: int) -> None:
-        engine = self._engine
+    async def _add_partition(self, topic: TopicState, partition: int) -> None:
+        load = self._load
         key = (topic.name, partition)
+        directory = load.path / partition_dir_name(*key)
         await self._watch([key])  # first: a write after the look below is then reported
         now_ms = time.time_ns() // 1_000_000
-        files = (await engine._open_partitions([(topic, partition)], now_ms, clean=False))[0]
+        files = (await loader.open_files_in_chunk([(directory, topic.config)], now_ms, writable=False,
+                                                  read_active_end=False, on_active=start_following_in_thread))[0]
         if isinstance(files, BaseException):
             if self._notifier is not None:
                 self._notifier.unwatch(key)
             log.debug("%s: not followed yet: %s", partition_dir_name(*key), files)
             return
         try:
-            plog, _ = await engine._load_partition(
-                topic, partition, recovery_point=None, log_start_offset=self._start_offsets.get(key, 0),
-                opened=files, now_ms=now_ms,
+            loaded, _ = await loader.load_partition(
+                directory, topic.config, files, topic=topic.name, partition=partition, unclean=False,
+                recovery_point=None, log_start_checkpoint=self._start_offsets.get(key), read_only=True,
+                now_ms=now_ms,
             )
         except UnknownTopicOrPartitionError:  # created, but no segment yet: the next pass looks again
             if self._notifier is not None:
                 self._notifier.unwatch(key)
             return
-        engine._topics.setdefault(topic.name, topic)
+        load.topics.setdefault(topic.name, topic)
         topic.partitions = max(topic.partitions, partition + 1)
-        engine._logs[key] = plog
+        load.logs[key] = PartitionLog(topic.name, partition, directory, topic.config, load.owner, loaded=loaded,
+                                      read_only=True)
         await in_thread(self._record_inodes, [key])
-        log.info("%s: following partition %s-%d", engine.path, topic.name, partition)
+        log.info("%s: following partition %s-%d", load.path, topic.name, partition)
 
     async def _drop_partition(self, key: tuple[str, int]) -> None:
-        engine = self._engine
-        plog = engine._logs.pop(key, None)
+        load = self._load
+        plog = load.logs.pop(key, None)
         if self._notifier is not None:
             self._notifier.unwatch(key)
         self._inodes.pop(key, None)
         if plog is not None:
             plog._mark_deleted()
             await plog.close()  # its subscribers end, as on the writer's delete_topic
-        if not any(k[0] == key[0] for k in engine._logs):
-            engine._topics.pop(key[0], None)
-        log.info("%s: partition %s-%d is gone", engine.path, *key)
+        if not any(k[0] == key[0] for k in load.logs):
+            load.topics.pop(key[0], None)
+        log.info("%s: partition %s-%d is gone", load.path, *key)
 
     async def _refresh_partitions(self, todo: dict[tuple[str, int], bool]) -> list[tuple[str, int]]:
-        engine = self._engine
+        logs, path = self._load.logs, self._load.path
         keys = sorted(todo)
         more: list[tuple[str, int]] = []
         for i in range(0, len(keys), REFRESH_CHUNK):
-            chunk = [(key, engine._logs[key]) for key in keys[i : i + REFRESH_CHUNK] if key in engine._logs]
+            chunk = [(key, logs[key]) for key in keys[i : i + REFRESH_CHUNK] if key in logs]
             jobs = [
                 (plog.directory, plog._segments.values(), self._inodes.get(key), plog.config, todo[key])
                 for key, plog in chunk
@@ -521,7 +526,7 @@ class Follower:
                 raise
             for (key, plog), look in zip(chunk, looks, strict=True):
                 if isinstance(look, Exception):
-                    log.warning("%s: cannot follow %s-%d: %s", engine.path, key[0], key[1], look)
+                    log.warning("%s: cannot follow %s-%d: %s", path, key[0], key[1], look)
                     continue
                 if await self._apply(key, plog, look):
                     more.append(key)
@@ -529,8 +534,7 @@ class Follower:
 
     async def _apply(self, key: tuple[str, int], plog: PartitionLog, look: _PartitionLook) -> bool:
         """Make a look at one partition visible (on the loop); returns whether more is waiting to be read."""
-        engine = self._engine
-        if plog.closed or engine._logs.get(key) is not plog:  # dropped or closed while the thread looked
+        if plog.closed or self._load.logs.get(key) is not plog:  # dropped or closed while the thread looked
             await in_thread(_close_in_thread, look.opened)
             return False
         if look.gone:

@@ -18,7 +18,12 @@ writer: they read below the log end offset, which moves only after a write
 completed. Structural changes (roll, retention, truncation, close) take
 ``_lock``, which the writer also holds while it writes.
 
-Must not import: ``tools``.
+What a ``PartitionLog`` needs of whoever owns it -- opening its files on first
+use, checkpointing a moved log start, deleting a segment after
+``file.delete.delay.ms`` -- it asks through :class:`LogOwner`; it knows nothing
+else of the ``Engine`` (an import-linter contract keeps it so).
+
+Must not import: ``tools``, ``engine.engine``, ``engine.loader``, ``engine.follow``.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import msgpack
 
@@ -72,15 +77,12 @@ from seglog.segments.batch import (
     rebase_batch,
     verify_crc,
 )
-from seglog.segments.fileio import in_thread, run_to_completion
+from seglog.segments.fileio import fsync_dir, in_thread, run_to_completion
 from seglog.segments.kafka_batch import check_produced, clear_leader_epoch, decode_produced, stamp_log_append_time
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment, LogSegments, RollParams
 
-if TYPE_CHECKING:
-    from seglog.engine.engine import Engine
-
-__all__ = ["PartitionLog"]
+__all__ = ["LoadedLog", "LogOwner", "PartitionLog", "Unopened", "new_segment"]
 
 log = logging.getLogger("seglog")
 
@@ -172,43 +174,123 @@ def _small_estimate(records: list[Record]) -> int | None:
     return total
 
 
+@dataclass(frozen=True, slots=True)
+class LoadedLog:
+    """A partition's opened (and, where needed, recovered) segments and the offsets they hold.
+
+    What ``engine.loader`` hands a :class:`PartitionLog`: every recovered byte
+    is already durable, so the recovery point is the log end.
+    """
+
+    segments: LogSegments[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unopened:
+    """A partition a clean open left unopened: what the clean close recorded, and the checkpoints' entries.
+
+    ``record`` answers the properties until the first use opens the files; it
+    never moves the log start (``log_start_checkpoint`` does, clamped by the
+    files once they are open). ``None``: the checkpoint has no entry.
+    """
+
+    record: ClosedPartition
+    log_start_checkpoint: int | None
+    recovery_point_checkpoint: int | None
+
+
+class LogOwner(Protocol):
+    """What a :class:`PartitionLog` asks of whoever owns it (the ``Engine``), and nothing more."""
+
+    async def open_files(
+        self, topic: str, partition: int, directory: Path, config: LogConfig, unopened: Unopened
+    ) -> LoadedLog:
+        """Open a partition's files, check the record against them (recovering where they disagree)."""
+
+    async def log_start_moved(self) -> None:
+        """Checkpoint the log start offsets: one of this owner's partitions moved its own."""
+
+    async def delete_segment_later(self, segment: LogSegment, delay_ms: int, name: str) -> None:
+        """Rename ``segment``'s files ``.deleted`` now and remove them after ``delay_ms``."""
+
+
+async def new_segment(directory: Path, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
+    """Create an empty segment at ``base_offset`` whose directory entry survives power loss.
+
+    Raises:
+        StorageError: the file cannot be created or the directory not synced (nothing is left open).
+    """
+    segment = await LogSegment.open(
+        directory,
+        base_offset,
+        max_index_size=config.segment_index_bytes,
+        index_interval_bytes=config.index_interval_bytes,
+        roll_jitter_ms=config.random_segment_jitter(),
+        now_ms=now_ms,
+        preallocate_bytes=config.initial_segment_size,
+    )
+    try:
+        await fsync_dir(directory)
+    except BaseException:
+        await segment.close()
+        raise
+    return segment
+
+
 class PartitionLog:
     """One topic-partition of an :class:`~engine.Engine`: append, read, look up, subscribe.
 
     Obtain one with ``engine.log(topic, partition)``; the engine owns its
     lifetime. All methods must be called from the engine's event loop.
+    Built from either its ``loaded`` files or, after a clean shutdown, an
+    ``unopened`` record whose files the first call that needs them opens
+    (through ``owner.open_files``).
     """
 
     def __init__(
         self,
-        engine: Engine,
         topic: str,
         partition: int,
         directory: Path,
         config: LogConfig,
-        segments: LogSegments[LogSegment],
+        owner: LogOwner,
         *,
-        log_start_offset: int,
-        log_end_offset: int,
-        recovery_point: int,
+        loaded: LoadedLog | None = None,
+        unopened: Unopened | None = None,
         read_only: bool,
-        unopened: ClosedPartition | None = None,
         active_is_new: bool = False,
     ) -> None:
-        self._engine = engine
+        self._owner = owner
         self.topic: Final = topic
         self.partition: Final = partition
         self.directory = directory
         self.config = config
-        self._segments = segments
         # Set when a clean open left this partition's files unopened: what the clean close recorded.
         # The first call that needs the files opens them (_open); the properties answer from it.
         self._unopened = unopened
         self._opening: asyncio.Task[None] | None = None
         self._closed_as: ClosedPartition | None = None  # what a clean close records (set by close)
-        self._log_start_offset = log_start_offset
-        self._log_end_offset = log_end_offset
-        self._recovery_point = recovery_point
+        if loaded is not None:
+            self._segments = loaded.segments
+            self._log_start_offset = loaded.log_start_offset
+            self._log_end_offset = loaded.log_end_offset
+            self._recovery_point = loaded.recovery_point
+        elif unopened is not None:
+            record = unopened.record
+            self._segments = LogSegments()
+            # Until the files are open: the checkpoint's entry as read, never the record's first base offset
+            # (a record that omits a segment must not hide it); 0 without an entry. Written back as it is
+            # by a close before the first use, it can only be too low, which the first use raises to the
+            # first segment's base offset (Kafka's rule); too high would hide records for good.
+            start = unopened.log_start_checkpoint
+            self._log_start_offset = 0 if start is None else start
+            self._log_end_offset = record.log_end_offset
+            self._recovery_point = record.log_end_offset  # a clean close flushed everything
+        else:
+            raise TypeError("PartitionLog needs its loaded files or an unopened record")
         self._read_only = read_only
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms()
@@ -264,18 +346,18 @@ class PartitionLog:
     def size_bytes(self) -> int:
         """Bytes of all segments' ``.log`` files."""
         if self._unopened is not None:
-            return self._unopened.size_bytes
+            return self._unopened.record.size_bytes
         return self._segments.size_bytes
 
     @property
     def segment_count(self) -> int:
         if self._unopened is not None:
-            return len(self._unopened.base_offsets)
+            return len(self._unopened.record.base_offsets)
         return len(self._segments)
 
     def segment_base_offsets(self) -> list[int]:
         if self._unopened is not None:
-            return list(self._unopened.base_offsets)
+            return list(self._unopened.record.base_offsets)
         return list(self._segments.base_offsets())
 
     def __repr__(self) -> str:
@@ -315,32 +397,18 @@ class PartitionLog:
         if self._closing:  # its close (or its topic's deletion) has begun: no files to open for it
             what = "is being deleted" if self._deleted else "is closing"
             raise ClosedError(f"{self.topic}-{self.partition} {what}")
-        segments, end, first_recovered, recovered = await self._engine._open_unopened(self)
-        try:
-            if recovered:
-                # A rebuilt index (or a recovered active segment) becomes durable before the partition
-                # is usable: no writer or retention pass can touch these segments meanwhile.
-                for segment in segments.values(first_recovered, end):
-                    await segment.flush()
-            self._check_open()  # closed meanwhile (close waits for this task; belt and braces)
-        except BaseException:
-            for segment in segments.values():
+        # The owner checks the record against the files (a disagreement recovers the partition as after
+        # an unclean stop) and makes whatever it recovered durable before handing the segments over.
+        loaded = await self._owner.open_files(self.topic, self.partition, self.directory, self.config, record)
+        if self._closed:  # closed meanwhile (close waits for this task; belt and braces)
+            for segment in loaded.segments.values():
                 with contextlib.suppress(Exception):
                     await segment.close()
-            raise
-        if end != record.log_end_offset or list(segments.base_offsets()) != list(record.base_offsets):
-            log.warning(
-                "%s-%d: the files do not match what the clean close recorded (log end %d, segments %s; recorded "
-                "%d, %s): the files win",
-                self.topic, self.partition, end, list(segments.base_offsets()), record.log_end_offset,
-                list(record.base_offsets),
-            )
-        first = segments.first_segment
-        assert first is not None
-        self._segments = segments
-        self._log_end_offset = end
-        self._log_start_offset = min(max(self._log_start_offset, first.base_offset), end)
-        self._recovery_point = min(self._recovery_point, end)
+            self._check_open()
+        self._segments = loaded.segments
+        self._log_end_offset = loaded.log_end_offset
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
         self._unopened = None
 
     # -- append --------------------------------------------------------------------
@@ -776,7 +844,7 @@ class PartitionLog:
         if old.base_offset == new_base:  # empty active segment: nothing to seal
             return old
         await old.on_become_inactive()
-        segment = await self._engine._open_segment(self, new_base, now_ms=now_ms)
+        segment = await new_segment(self.directory, self.config, new_base, now_ms)
         self._segments.add(segment)
         self._active_indexes_ready = True
         log.info("%s-%d: rolled new segment at offset %d", self.topic, self.partition, new_base)
@@ -904,6 +972,14 @@ class PartitionLog:
                 if records:
                     return _new_fetch_result((records, records[-1].offset + 1, end, self._log_start_offset))
             segment = self._segments.higher_segment(segment.base_offset)
+            if segment is not None and segment.base_offset != offset:
+                # The segments do not chain here: the one before ends below `offset`, the next begins
+                # above it. Serving the next one would skip the offsets between (a missing segment).
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.partition}: offset {offset} is in no segment: the segment before it "
+                    f"ends below it and the next one begins at {segment.base_offset} (a missing or misplaced "
+                    "segment; 'seglog verify' names it)"
+                )
         return FetchResult([], offset, end, self._log_start_offset)
 
     async def read_batches(
@@ -995,8 +1071,21 @@ class PartitionLog:
                 continue
             found = await segment.find_offset_by_timestamp(timestamp, starting_offset=start)
             if found is not None:
-                return OffsetAndTimestamp(found.offset, found.timestamp)
+                return self._answer_in(segment, found.offset, found.timestamp)
         return None
+
+    def _answer_in(self, segment: LogSegment, offset: int, timestamp: int) -> OffsetAndTimestamp:
+        # A segment's records lie between its base offset and the next one's (the log end for the
+        # last): an answer outside is a segment whose files are not where its name says.
+        following = self._segments.higher_segment(segment.base_offset)
+        bound = self._log_end_offset if following is None else following.base_offset
+        if not segment.base_offset <= offset < bound:
+            raise CorruptRecordError(
+                f"{self.topic}-{self.partition}: the segment at base offset {segment.base_offset} holds offset "
+                f"{offset}, outside its range [{segment.base_offset}, {bound}) (a misplaced segment; "
+                "'seglog verify' names it)"
+            )
+        return OffsetAndTimestamp(offset, timestamp)
 
     def _live_segments(self) -> list[LogSegment]:
         """Segments holding at least one offset at or above the log start offset."""
@@ -1017,7 +1106,7 @@ class PartitionLog:
         if best is None:
             return None
         found = await best[1].find_offset_by_timestamp(best[0], starting_offset=self._log_start_offset)
-        return None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
+        return None if found is None else self._answer_in(best[1], found.offset, found.timestamp)
 
     def subscribe(
         self, start_offset: int | None = None, *, max_bytes: int = DEFAULT_FETCH_BYTES
@@ -1108,7 +1197,7 @@ class PartitionLog:
             )
         if offset > self._log_start_offset:
             self._log_start_offset = offset
-            await self._engine._checkpoint_log_start_offsets()
+            await self._owner.log_start_moved()
             await self.enforce_retention(_now_ms(), log_start_only=True)
         return self._log_start_offset
 
@@ -1145,8 +1234,8 @@ class PartitionLog:
         walk); the record holds what that needs. When in doubt: False (the
         files are opened and the real plan decides).
         """
-        record = self._unopened
-        assert record is not None
+        assert self._unopened is not None
+        record = self._unopened.record
         bases = record.base_offsets
         upper = bases[1] if len(bases) > 1 else record.log_end_offset  # the first segment's next offset
         if record.log_end_offset < upper or (len(bases) == 1 and record.size_bytes == 0):
@@ -1188,7 +1277,9 @@ class PartitionLog:
                 first = self._segments.first_segment
                 if first is not None and first.base_offset > self._log_start_offset:
                     self._log_start_offset = first.base_offset
-                await self._engine._schedule_segment_deletion(self, segment)
+                await self._owner.delete_segment_later(
+                    segment, self.config.file_delete_delay_ms, f"{self.topic}-{self.partition}-{segment.base_offset}"
+                )
                 deleted += 1
             log.info("%s-%d: retention (%s) deleted %d segment(s)", self.topic, self.partition, plan.reason, deleted)
         return deleted
@@ -1253,7 +1344,7 @@ class PartitionLog:
     async def _closing_record(self) -> ClosedPartition | None:
         """What the engine's clean-shutdown record says of this partition (None: nothing; open it eagerly)."""
         if self._unopened is not None:
-            return self._unopened
+            return self._unopened.record
         first = self._segments.first_segment
         if first is None:
             return None
@@ -1262,7 +1353,11 @@ class PartitionLog:
         except SeglogError as exc:
             log.warning("%s-%d: not recorded for a lazy open: %s", self.topic, self.partition, exc)
             return None
-        return ClosedPartition(self._log_end_offset, self.size_bytes, largest, tuple(self._segments.base_offsets()))
+        segments = self._segments.values()
+        return ClosedPartition(
+            self._log_end_offset, self.size_bytes, largest, tuple(s.base_offset for s in segments),
+            tuple(s.size for s in segments),
+        )
 
     def _move_to(self, directory: Path) -> None:
         """Follow the partition's directory, renamed as a whole, to ``directory``; no I/O (lock held)."""

@@ -24,7 +24,7 @@ and *the bytes are wrong* (:class:`CorruptionError`)::
     ├── UnsupportedFormatError         (segments) intact batches of an older format (v1)
     ├── (engine) InvalidConfigError, InvalidRecordError, InvalidTopicError,
     │   TopicExistsError, UnknownTopicOrPartitionError, OffsetOutOfRangeError,
-    │   LogDirLockedError
+    │   LogDirLockedError, GroupError (CommitFailedError, NonEmptyGroupError)
     └── (tools) WorkloadError              a recorded workload that breaks its format
 
 Errors caused by a caller's argument also derive from the matching builtin

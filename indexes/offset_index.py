@@ -128,13 +128,15 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         finally:
             lock.release()
 
-    def ceiling_span(self, target_offset: int) -> tuple[int, int] | None:
-        """Where to read the batch holding ``target_offset``, when an entry says so: ``(position, bytes)``.
+    def ceiling_span(self, target_offset: int) -> tuple[int, int, int] | None:
+        """Where to read the batch holding ``target_offset``, when an entry says so: ``(position, bytes, offset)``.
 
         The entry with the smallest offset ``>= target_offset`` (an entry
         carries its batch's last offset and start position, so that batch is
-        the first indexed one reaching the target) and the bytes from its
-        position to the next entry's (``0`` when it is the last entry). When
+        the first indexed one reaching the target), the bytes from its
+        position to the next entry's (``0`` when it is the last entry) and the
+        entry's offset, which the reader checks against the batch it finds
+        there (an index file is not trusted: it may lie). When
         that batch starts at or below the target, a reader finds it with one
         read and one header instead of walking from the floor entry; when
         unindexed batches lie between, it must walk (the header tells it).
@@ -158,7 +160,11 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             # A damaged index that passed the O(1) open check (Kafka's: the last entry and the length)
             # may hold positions out of order; a negative span would become a negative read size,
             # so it reads as 0, "not known", and the reader finds its way by the batch headers.
-            return position, (max(positions[slot + 1] - position, 0) if slot + 1 < entries else 0)
+            return (
+                position,
+                max(positions[slot + 1] - position, 0) if slot + 1 < entries else 0,
+                self._base_offset + keys[slot],
+            )
         finally:
             lock.release()
 

@@ -72,7 +72,9 @@ __all__ = [
     "decode_batches",
     "find_timestamp",
     "crc_matches",
+    "index_entry_problem",
     "offset_problem",
+    "time_entry_problem",
     "rebase_batch",
     "LateBody",
     "encode_batch",
@@ -1025,17 +1027,25 @@ def decode_batches(
 ) -> list[Record]:
     """Decode every batch in ``buf`` (whole batches back to back, as a segment read returns them).
 
-    Each batch's header is checked and its CRC verified before its body is
-    decoded; records below ``start_offset`` are skipped.
+    Each batch's header is checked, its base offset must follow on from the
+    previous batch's last offset (:func:`offset_problem`), and its CRC is
+    verified before its body is decoded; records below ``start_offset`` are skipped.
 
     Raises:
         CorruptRecordError: a header, CRC or body check fails, or ``buf`` ends inside a batch.
     """
     records: list[Record] = []
     position, end = 0, len(buf)
+    expected: int | None = None
     while position < end:
         header = read_header(buf, position)
         check_header(header, max_batch_bytes, position)
+        if expected is not None and header.base_offset != expected:
+            # The offset rule (a base offset is outside the CRC): a batch that does not follow on
+            # would serve its records at offsets that are not theirs.
+            problem = offset_problem(header.base_offset, expected)
+            raise CorruptRecordError(f"batch at position {position}: {problem}; {_RECOVERY_HINT}")
+        expected = header.base_offset + header.last_offset_delta + 1
         verify_crc(buf, position, header)
         if header.last_offset >= start_offset:
             records.extend(decode_batch(buf, position, header, start_offset=start_offset))
@@ -1083,6 +1093,52 @@ def offset_problem(base_offset: int, expected: int) -> str | None:
     if base_offset < expected:
         return f"base offset {base_offset} is below the expected {expected} (offsets must follow on)"
     return f"base offset {base_offset} is above the expected {expected}: offsets {expected}..{base_offset - 1} missing"
+
+
+def index_entry_problem(header: BatchHeader, entry_offset: int, span: int = 0) -> str | None:
+    """What is wrong with the batch an offset-index entry ``(entry_offset, position)`` leads to, or ``None``.
+
+    The rule of an index entry at use (``docs/FORMAT.md`` §3.1): the batch at
+    the entry's position (its ``header``, already checked by
+    :func:`header_problem`) is the one whose **last** offset the entry holds,
+    and it ends no later than the next entry's position (``span``: the bytes
+    from this entry's position to the next one's; ``0`` when unknown, the
+    last entry). A batch's base offset is not covered by its CRC, so this is
+    also what catches a flipped base offset in an indexed batch (its last
+    offset moves with it). The point read checks the same two comparisons
+    inline on the fields it unpacked (``LogSegment.read_records_cached``) and
+    calls this only to say what is wrong.
+    """
+    last = header.base_offset + header.last_offset_delta
+    if last != entry_offset:
+        return f"the batch there holds offsets {header.base_offset}..{last}, not one ending at {entry_offset}"
+    if span and LOG_OVERHEAD + header.batch_length > span:
+        return (
+            f"the batch there ({LOG_OVERHEAD + header.batch_length} bytes) runs past the next entry "
+            f"({span} bytes on)"
+        )
+    return None
+
+
+def time_entry_problem(header: BatchHeader, entry_timestamp: int, entry_offset: int) -> str | None:
+    """What is wrong with a time-index entry ``(entry_timestamp, entry_offset)`` given the batch it names.
+
+    ``header`` is the batch whose last offset is ``entry_offset`` (a time
+    entry names the batch holding the largest timestamp so far, by that
+    batch's last offset): that batch's largest timestamp must be the entry's.
+    ``None`` when it is (``docs/FORMAT.md`` §3.2).
+    """
+    if header.last_offset != entry_offset:
+        return (
+            f"no batch ends at offset {entry_offset} (the batch there holds "
+            f"{header.base_offset}..{header.last_offset})"
+        )
+    if header.max_timestamp != entry_timestamp:
+        return (
+            f"the batch ending at offset {entry_offset} has largest timestamp {header.max_timestamp}, "
+            f"not {entry_timestamp}"
+        )
+    return None
 
 
 def scan_batches(

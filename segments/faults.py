@@ -1,8 +1,11 @@
-"""Fault-injecting ``FileOps`` for tests of every layer: failing syscalls and simulated power loss.
+"""Fault-injecting ``FileOps`` for tests of every layer: failing syscalls, simulated power loss, gates.
 
 Owns :class:`FailingOps` (a syscall fails with a chosen errno, optionally after
-writing part of the data) and :class:`PowerLossOps` (remembers what was made
-durable by ``fdatasync`` and rolls files back to it on :meth:`PowerLossOps.power_fail`).
+writing part of the data), :class:`PowerLossOps` (remembers what was made
+durable by ``fdatasync`` and rolls files back to it on :meth:`PowerLossOps.power_fail`)
+and :class:`GatedOps` (a chosen syscall stops at a :class:`Gate` until the test
+lets it go: race tests force their interleaving with it, and fail when it is
+never reached, instead of hoping a ``sleep`` lines the threads up).
 Install one per file (``SegmentFile.open(..., ops=...)``, ``LogSegment.open(..., ops=...)``)
 or process-wide with ``seglog.segments.fileio.use_ops``.
 
@@ -14,16 +17,22 @@ Must not import: ``engine`` or ``tools``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import os
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
+from typing import TypeVar
 
 from seglog.segments.fileio import Buffer, FileOps
 
-__all__ = ["FailingOps", "PowerLossOps"]
+__all__ = ["FailingOps", "Gate", "GatedOps", "PowerLossOps", "Signal"]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -274,6 +283,299 @@ class PowerLossOps(FileOps):
                         f.write(keep)
                     changed.append(path)
         return changed
+
+
+class Signal:
+    """A one-shot flag that threads wait for (:meth:`wait`) and an event loop awaits (:meth:`wait_async`).
+
+    ``wait_async`` needs no executor thread: a test whose executor threads are all
+    held at gates can still wait for the next one to arrive.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._wakers: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        """Raise the flag and wake every waiter (from any thread)."""
+        with self._lock:
+            self._event.set()
+            wakers, self._wakers = self._wakers, []
+        for wake in wakers:
+            wake()
+
+    def is_set(self) -> bool:
+        """Whether :meth:`set` was called."""
+        return self._event.is_set()
+
+    def wait(self, within_s: float) -> bool:
+        """Block until the flag is raised; ``False`` if ``within_s`` seconds passed first."""
+        return self._event.wait(within_s)
+
+    async def wait_async(self, within_s: float) -> bool:
+        """Await the flag on the running loop; ``False`` if ``within_s`` seconds passed first."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def resolve() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(resolve)
+
+        with self._lock:
+            if self._event.is_set():
+                return True
+            self._wakers.append(wake)
+        try:
+            await asyncio.wait_for(woken, within_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+GATE_TIMEOUT_S = 60.0
+"""How long a gate waits for the test (for a call to arrive, or to be let go) before giving up."""
+
+
+class Gate:
+    """One stopping point of :class:`GatedOps`: a matching call stops here until :meth:`release`.
+
+    ``entered`` is raised when the call arrives (from the thread making it, after
+    ``on_enter`` ran), ``left`` when the system call returned or raised. The test
+    awaits :meth:`reached` to know its interleaving happened; it raises
+    ``TimeoutError`` when no call ever came, so a test that missed its race
+    fails instead of passing without testing anything. A held call that is never
+    released goes on by itself after :data:`GATE_TIMEOUT_S` (a failed test must
+    not hang the run); :meth:`release` before any call arrives lets it through.
+    """
+
+    def __init__(
+        self,
+        op: str,
+        *,
+        path_contains: str | None,
+        after: int,
+        hold: bool,
+        on_enter: Callable[[], object] | None,
+    ) -> None:
+        self.op = op
+        self.path_contains = path_contains
+        self.after = after
+        self.hold = hold
+        self.on_enter = on_enter
+        self.entered = Signal()
+        self.left = Signal()
+        self.thread: threading.Thread | None = None  # the thread of the call that stopped here
+        self._go = threading.Event()
+        self._seen = 0
+        self._taken = False
+
+    def _matches(self, op: str, paths: tuple[str | None, ...]) -> bool:
+        # Called under GatedOps' lock: counts matching calls, takes the first one past `after`.
+        if self._taken or op != self.op:
+            return False
+        if self.path_contains is not None and not any(p is not None and self.path_contains in p for p in paths):
+            return False
+        self._seen += 1
+        if self._seen <= self.after:
+            return False
+        self._taken = True
+        return True
+
+    def _arrive(self) -> None:
+        self.thread = threading.current_thread()
+        if self.on_enter is not None:
+            self.on_enter()
+        self.entered.set()
+        if self.hold:
+            self._go.wait(GATE_TIMEOUT_S)
+
+    def release(self) -> None:
+        """Let the held call (or the one still to come) go on."""
+        self._go.set()
+
+    def _describe(self) -> str:
+        where = f" on a path containing {self.path_contains!r}" if self.path_contains else ""
+        return f"{self.op}{where} (after {self.after} others)"
+
+    async def reached(self, within_s: float = GATE_TIMEOUT_S) -> None:
+        """Wait until a call has arrived at the gate.
+
+        Raises:
+            TimeoutError: none came within ``within_s`` seconds: the interleaving was not reached.
+        """
+        if not await self.entered.wait_async(within_s):
+            raise TimeoutError(f"no call of {self._describe()} reached its gate within {within_s} s")
+
+    def wait_reached(self, within_s: float = GATE_TIMEOUT_S) -> None:
+        """:meth:`reached` for a thread (blocks)."""
+        if not self.entered.wait(within_s):
+            raise TimeoutError(f"no call of {self._describe()} reached its gate within {within_s} s")
+
+    async def passed(self, within_s: float = GATE_TIMEOUT_S) -> None:
+        """Wait until the call that stopped here has returned (or raised).
+
+        Raises:
+            TimeoutError: it did not within ``within_s`` seconds.
+        """
+        if not await self.left.wait_async(within_s):
+            raise TimeoutError(f"the call of {self._describe()} at its gate did not return within {within_s} s")
+
+
+class GatedOps(FileOps):
+    """``FileOps`` around another one (default: the plain one) whose chosen calls stop at a :class:`Gate`.
+
+    ``gate = ops.gate("fdatasync", path_contains=".log")`` stops the next
+    ``fdatasync`` of a ``.log`` file before the system call, in whatever
+    thread makes it, until ``gate.release()``; ``await gate.reached()`` returns
+    once a call is there (and fails the test if none comes). ``on_enter`` runs
+    in the calling thread as the call arrives (with ``hold=False`` the call then
+    goes straight on): for a call made on the event loop, which cannot be held
+    while the test's coroutine waits on that same loop. Used as a context
+    manager, every gate is released on exit, so a failing test never leaves a
+    thread stuck. Matching: ``path_contains`` is tested against the path
+    (``replace``: source or destination; descriptor calls: the path it was
+    opened with).
+    """
+
+    def __init__(self, inner: FileOps | None = None) -> None:
+        self._inner = inner if inner is not None else FileOps()
+        self._lock = threading.Lock()
+        self._gates: list[Gate] = []
+        self._paths: dict[int, str] = {}
+
+    def gate(
+        self,
+        op: str,
+        *,
+        path_contains: str | None = None,
+        after: int = 0,
+        hold: bool = True,
+        on_enter: Callable[[], object] | None = None,
+    ) -> Gate:
+        """A gate for the first call of ``op`` (a ``FileOps`` method name) after ``after`` matching others."""
+        if not callable(getattr(FileOps, op, None)):
+            raise ValueError(f"FileOps has no operation {op!r}")
+        gate = Gate(op, path_contains=path_contains, after=after, hold=hold, on_enter=on_enter)
+        with self._lock:
+            self._gates.append(gate)
+        return gate
+
+    def release_all(self) -> None:
+        """Release every gate (held calls go on; later ones pass)."""
+        with self._lock:
+            gates = list(self._gates)
+        for gate in gates:
+            gate.release()
+
+    def __enter__(self) -> GatedOps:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release_all()
+
+    def _through(self, op: str, paths: tuple[str | None, ...], call: Callable[[], _T]) -> _T:
+        with self._lock:
+            gate = next((g for g in self._gates if g._matches(op, paths)), None)
+        if gate is None:
+            return call()
+        try:
+            gate._arrive()
+            return call()
+        finally:
+            gate.left.set()
+
+    def _path(self, fd: int) -> str | None:
+        with self._lock:
+            return self._paths.get(fd)
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        """Gate ``open``; remembers the descriptor's path."""
+        fd = self._through("open", (path,), lambda: self._inner.open(path, flags, mode))
+        with self._lock:
+            self._paths[fd] = path
+        return fd
+
+    def close(self, fd: int) -> None:
+        """Gate ``close``."""
+        self._through("close", (self._path(fd),), lambda: self._inner.close(fd))
+        with self._lock:
+            self._paths.pop(fd, None)
+
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
+        """Gate ``pwritev``."""
+        return self._through("pwritev", (self._path(fd),), lambda: self._inner.pwritev(fd, buffers, position))
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        """Gate ``pread``."""
+        return self._through("pread", (self._path(fd),), lambda: self._inner.pread(fd, size, position))
+
+    def preadv_nowait(self, fd: int, buf: bytearray, position: int) -> int:
+        """Gate ``preadv_nowait`` (made on the event loop: use ``on_enter`` and ``hold=False``)."""
+        return self._through("preadv_nowait", (self._path(fd),), lambda: self._inner.preadv_nowait(fd, buf, position))
+
+    def fdatasync(self, fd: int) -> None:
+        """Gate ``fdatasync``."""
+        self._through("fdatasync", (self._path(fd),), lambda: self._inner.fdatasync(fd))
+
+    def fsync(self, fd: int) -> None:
+        """Gate ``fsync`` (directories too)."""
+        self._through("fsync", (self._path(fd),), lambda: self._inner.fsync(fd))
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        """Gate ``ftruncate``."""
+        self._through("ftruncate", (self._path(fd),), lambda: self._inner.ftruncate(fd, size))
+
+    def fstat_size(self, fd: int) -> int:
+        """Gate ``fstat_size``."""
+        return self._through("fstat_size", (self._path(fd),), lambda: self._inner.fstat_size(fd))
+
+    def stat_size(self, path: str) -> int:
+        """Gate ``stat_size``."""
+        return self._through("stat_size", (path,), lambda: self._inner.stat_size(path))
+
+    def fallocate(self, fd: int, offset: int, length: int) -> None:
+        """Gate ``fallocate``."""
+        self._through("fallocate", (self._path(fd),), lambda: self._inner.fallocate(fd, offset, length))
+
+    def replace(self, src: str, dst: str) -> None:
+        """Gate ``replace`` (matched on either path)."""
+        self._through("replace", (src, dst), lambda: self._inner.replace(src, dst))
+        with self._lock:
+            for fd, path in self._paths.items():
+                if path == src:
+                    self._paths[fd] = dst
+
+    def unlink(self, path: str) -> None:
+        """Gate ``unlink``."""
+        self._through("unlink", (path,), lambda: self._inner.unlink(path))
+
+    def mtime_ns(self, path: str) -> int:
+        """Gate ``mtime_ns``."""
+        return self._through("mtime_ns", (path,), lambda: self._inner.mtime_ns(path))
+
+    def exists(self, path: str) -> bool:
+        """Gate ``exists``."""
+        return self._through("exists", (path,), lambda: self._inner.exists(path))
+
+    def listdir(self, path: str) -> list[str]:
+        """Gate ``listdir``."""
+        return self._through("listdir", (path,), lambda: self._inner.listdir(path))
+
+    def makedirs(self, path: str) -> None:
+        """Gate ``makedirs``."""
+        self._through("makedirs", (path,), lambda: self._inner.makedirs(path))
+
+    @property
+    def page_cache_reads(self) -> bool:
+        """As the wrapped ``FileOps``."""
+        return self._inner.page_cache_reads
 
 
 def _read_all(path: str) -> bytes:

@@ -34,6 +34,7 @@ __all__ = [
     "LOG_SUFFIX",
     "PENDING_SUFFIXES",
     "SEGMENT_SUFFIXES",
+    "STRAY_SUFFIX",
     "SWAP_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "TMP_SUFFIX",
@@ -60,6 +61,9 @@ DELETED_SUFFIX: Final = ".deleted"  # a segment retention removed, waiting for f
 CLEANED_SUFFIX: Final = ".cleaned"  # Kafka's compaction output, never written by seglog: removed at open
 SWAP_SUFFIX: Final = ".swap"  # Kafka's segment swap, never written by seglog: removed at open
 PENDING_SUFFIXES: Final = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+# A segment recovery set aside (it does not chain with the log): "<name>.<ms>.stray", kept for an operator,
+# never listed as a segment, never removed by an open (docs/OPERATIONS.md §3).
+STRAY_SUFFIX: Final = ".stray"
 # Files an open removes: the pending ones, and the temp file of an interrupted atomic write
 # (Kafka's LogLoader removes the first three the same way).
 LEFTOVER_SUFFIXES: Final = (*PENDING_SUFFIXES, TMP_SUFFIX)

@@ -80,6 +80,8 @@ CHUNK_BYTES: Final = 4 * 1024 * 1024
 HEADER_READAHEAD: Final = 4096
 # Bodies are read in windows of this much, which also hold the headers that follow.
 BODY_READAHEAD: Final = 1 << 20
+# A window at least this large re-reads the short tail of the previous one instead of joining the two.
+_REREAD_FROM: Final = 256 * 1024
 
 class LocatedBatch(NamedTuple):
     """A batch found in a segment: its start position and its header (size, offsets, timestamps)."""
@@ -116,7 +118,8 @@ FORMATS: Final[dict[int, BatchFormat]] = {
 
 
 class _Window:
-    """Positional reads through one buffer: bytes already held are not read again (``bytes_read`` counts once)."""
+    """Positional reads through one buffer: bytes already held are not read again, except the short tail of
+    a large window, read again with the next one (copying the new window after it would cost more)."""
 
     __slots__ = ("buf", "bytes_read", "end", "pread", "start")
 
@@ -141,7 +144,10 @@ class _Window:
         want = min(max(size, readahead), self.end - position)
         if want < size:
             return None
-        keep = buf[position - start :] if start <= position < held else b""
+        kept = held - position if start <= position < held else 0
+        # A large window reads the short tail it would keep again, rather than copying the whole new
+        # window after it (keep + data is one more multi-megabyte buffer, written page by page).
+        keep = buf[position - start :] if kept and (want < _REREAD_FROM or 2 * kept >= want) else b""
         at = position + len(keep)
         data = self.pread(at, want - len(keep))
         self.bytes_read += len(data)
@@ -220,7 +226,7 @@ class BatchReader:
 
     @property
     def bytes_read(self) -> int:
-        """Bytes read from the file so far (each at most once on a forward walk)."""
+        """Bytes read from the file so far (once each on a forward walk, but for a batch a large window cut)."""
         return self._window.bytes_read
 
     def __iter__(self) -> Iterator[LocatedBatch]:

@@ -48,7 +48,10 @@ from seglog.segments.batch import (
     find_timestamp,
     first_batch_records,
     header_problem,
+    index_entry_problem,
+    offset_problem,
     read_header,
+    time_entry_problem,
     verify_crc,
 )
 from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
@@ -88,9 +91,9 @@ _HEADER_WINDOW: Final = 8192
 # windows took three (walk, walk, batch). Wall time barely moves on a fast machine (the copy grows as
 # the syscalls go), but it is one syscall instead of three when syscalls are dear.
 _READ_WINDOW: Final = 32 * 1024
-_BATCH_LENGTH = struct.Struct(">i")
 _log = logging.getLogger("seglog")
 _EMPTY: Final = memoryview(b"")
+_RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog recover DIR')"
 
 
 class RollParams(NamedTuple):
@@ -154,24 +157,31 @@ _new_fetch_data = partial(tuple.__new__, FetchData)
 _new_offset_metadata = partial(tuple.__new__, LogOffsetMetadata)
 
 
-# .log files whose index was caught placing a batch wrongly (warned about once each).
-_DISTRUSTED: set[Path] = set()
-
-
 class _HeaderWalk:
     """The checked header of each batch in ``[start, end)`` of a ``.log`` (iterate), read in windows.
 
     Keeps the last window it read, so a caller that found its batch can take
     the batch's bytes from it (:meth:`bytes_at`) instead of reading them again.
 
+    Every header is checked (``header_problem``) and so are the offsets
+    (``offset_problem``): the batch at position 0 has the segment's base
+    offset ``base_offset``, and each batch starts at the previous one's last
+    offset + 1. A violation is damage in the ``.log``: a
+    :class:`CorruptRecordError`, never records from the wrong place.
+
     ``entry_offset``: the start came from an offset-index entry saying that
-    the batch there ends at this offset. The walk checks that, and when the
-    batch at the start is not that one (a damaged index that passed the open
-    check, which looks at the last entry only) it walks from the file's start
-    instead: a read must never skip records because an index lied.
+    the batch there ends at this offset (``index_entry_problem``), and
+    ``target`` is the offset the caller looks for (the entry must not be past
+    it). When the entry breaks either rule (a damaged index, which the open
+    check does not read whole) the walk calls ``on_lie`` with the reason and
+    walks from the file's start instead: a read must never skip records, nor
+    fail, because an index lied.
     """
 
-    __slots__ = ("_end", "_entry_offset", "_path", "_pread", "_start", "_window_bytes", "window", "window_start")
+    __slots__ = (
+        "_base_offset", "_end", "_entry_offset", "_on_lie", "_path", "_pread", "_start", "_target",
+        "_window_bytes", "window", "window_start",
+    )
 
     def __init__(
         self,
@@ -179,50 +189,68 @@ class _HeaderWalk:
         start: int,
         end: int,
         path: Path,
+        base_offset: int,
         window_bytes: int = _HEADER_WINDOW,
         entry_offset: int | None = None,
+        *,
+        target: int | None = None,
+        on_lie: Callable[[str], object] | None = None,
     ) -> None:
         self._pread, self._start, self._end, self._path = pread, start, end, path
+        self._base_offset = base_offset
         self._window_bytes = window_bytes
-        self._entry_offset = entry_offset if start > 0 else None
+        self._entry_offset = entry_offset if start != 0 else None
+        self._target = target
+        self._on_lie = on_lie
         self.window: bytes | bytearray = b""
         self.window_start = start
 
     def __iter__(self) -> Iterator[LocatedBatch]:
         pread, end = self._pread, self._end
         position = self._start
-        expected = self._entry_offset
+        entry = self._entry_offset
+        # The base offset the next batch must have (None: not known, a start the caller placed itself).
+        expected: int | None = self._base_offset if position == 0 else None
+        if entry is not None:
+            if not 0 <= position < end:
+                position, entry, expected = self._distrust(position, "that is outside the .log")
+            elif self._target is not None and entry > self._target:
+                position, entry, expected = self._distrust(position, f"it was asked for offset {self._target}")
         while position < end:
             offset = position - self.window_start
             if offset < 0 or offset + HEADER_SIZE > len(self.window):
                 self.window_start = position
                 self.window = pread(position, min(self._window_bytes, end - position))
                 offset = 0
-            try:
+            if len(self.window) - offset < HEADER_SIZE:
+                problem: str | None = f"the file ends {len(self.window) - offset} bytes into a batch header"
+            else:
                 header = read_header(self.window, offset)
-                check_header(header, end - position, position)
-            except CorruptRecordError as exc:
-                if expected is not None:  # the index entry points at no batch start
-                    position, expected = self._distrust(position, str(exc))
+                problem = header_problem(header, end - position)
+            if problem is None and entry is not None:
+                problem = index_entry_problem(header, entry)
+                if problem is not None:
+                    position, entry, expected = self._distrust(position, problem)
                     continue
-                raise CorruptRecordError(f"{self._path}: {exc}") from exc
-            if expected is not None:
-                if header.last_offset != expected:
-                    position, expected = self._distrust(position, f"the batch there ends at {header.last_offset}")
+            if problem is None and expected is not None and header.base_offset != expected:
+                problem = offset_problem(header.base_offset, expected)
+            if problem is not None:
+                if entry is not None:  # the index entry points at no batch start
+                    position, entry, expected = self._distrust(position, problem)
                     continue
-                expected = None
+                raise CorruptRecordError(f"{self._path}: batch at position {position}: {problem}; {_RECOVERY_HINT}")
+            entry = None
+            expected = header.base_offset + header.last_offset_delta + 1
             yield LocatedBatch(position, header)
             position += LOG_OVERHEAD + header.batch_length
 
-    def _distrust(self, position: int, why: str) -> tuple[int, None]:
-        if self._path not in _DISTRUSTED:  # once per file: every read through the bad entry walks
-            _DISTRUSTED.add(self._path)
-            _log.warning(
-                "%s: the offset index places the batch ending at offset %s at position %d, but %s; "
-                "reading from the start of the segment (recovery rebuilds the index: 'seglog recover')",
-                self._path, self._entry_offset, position, why,
+    def _distrust(self, position: int, why: str) -> tuple[int, None, int]:
+        if self._on_lie is not None:
+            self._on_lie(
+                f"the offset index places the batch ending at offset {self._entry_offset} at position "
+                f"{position}, but {why}"
             )
-        return 0, None
+        return 0, None, self._base_offset
 
     def bytes_at(self, position: int, size: int) -> memoryview | None:
         """The ``size`` bytes at ``position`` if the last window holds all of them, else ``None``."""
@@ -233,22 +261,44 @@ class _HeaderWalk:
 
 
 def _walk_headers(
-    pread: PRead, start: int, end: int, path: Path, entry_offset: int | None = None
+    pread: PRead,
+    start: int,
+    end: int,
+    path: Path,
+    base_offset: int,
+    entry_offset: int | None = None,
+    *,
+    target: int | None = None,
+    on_lie: Callable[[str], object] | None = None,
 ) -> Iterator[LocatedBatch]:
     """Yield the checked header of each batch in ``[start, end)`` of a ``.log``, reading 8 KiB windows."""
-    return iter(_HeaderWalk(pread, start, end, path, entry_offset=entry_offset))
+    return iter(_HeaderWalk(pread, start, end, path, base_offset, entry_offset=entry_offset, target=target,
+                            on_lie=on_lie))
+
+
+class _IndexLie(SeglogError):
+    """An index entry caught lying while the indexes are checked (never escapes the segment)."""
+
+
+def _raise_lie(why: str) -> None:
+    raise _IndexLie(why)
 
 
 def _whole_batches_length(buf: bytes | bytearray | memoryview, first_size: int) -> int:
-    # Length of the longest prefix of `buf` made of whole batches (the first one's size is known).
+    # Length of the longest prefix of `buf` made of whole batches whose offsets follow on (the first
+    # one's size is known): a batch whose base offset is not the previous one's last + 1 (outside the
+    # CRC, docs/FORMAT.md §2.3 rule 7) ends the read there, and a read starting at it refuses it.
     length = first_size if first_size <= len(buf) else 0
     if length == 0:
         return 0
     size = len(buf)
-    while length + LOG_OVERHEAD <= size:
-        batch_length = _BATCH_LENGTH.unpack_from(buf, length + 8)[0]
-        if batch_length <= 0 or length + LOG_OVERHEAD + batch_length > size:
+    base_offset, _, last_offset_delta = _LOCATE.unpack_from(buf, 0)
+    expected = base_offset + last_offset_delta + 1
+    while length + HEADER_SIZE <= size:
+        base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(buf, length)
+        if base_offset != expected or batch_length <= 0 or length + LOG_OVERHEAD + batch_length > size:
             break
+        expected = base_offset + last_offset_delta + 1
         length += LOG_OVERHEAD + batch_length
     return length
 
@@ -258,6 +308,14 @@ def _final_time_entry(time_index: TimeIndex, max_timestamp: int, offset: int) ->
     # adds something: a trimmed index has no free slot, and an equal timestamp is a no-op anyway.
     if max_timestamp > time_index.last_entry.timestamp:
         time_index.maybe_append(max_timestamp, offset, skip_full_check=True)
+
+
+def _probe_first_header(size: int, pread: PRead) -> BatchHeader | None:
+    head = pread(0, HEADER_SIZE)
+    header = read_header(head) if len(head) == HEADER_SIZE else None
+    if header is not None and header_problem(header, len(head) + size) is not None:
+        header = None  # garbage (a crash, a preallocated tail): recovery will say what
+    return header
 
 
 class FollowScan(NamedTuple):
@@ -383,6 +441,10 @@ class LogSegment:
         # Index files that existed at open are checked on first load; new ones have nothing to check.
         self._indexes_checked = not any(index_files_existed)
         self._trust_indexes = True  # False only for a read-only segment whose index files failed the check
+        # Why a read caught an index entry lying (set from the loop or a reader thread): the next index
+        # use rebuilds the indexes (read-only: stops using them), once, and logs it (_index_lied).
+        self._index_lie: str | None = None
+        self._rebuilt_at_use = False
         self._load_lock = threading.Lock()  # first index load and check: one executor thread at a time
         self._released = False  # the files were closed (once), see close_in_thread
         self._closed = False
@@ -496,17 +558,9 @@ class LogSegment:
             f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops, defer=defer_open
         )
         try:
-
-            def probe(pread: PRead) -> BatchHeader | None:
-                head = pread(0, HEADER_SIZE)
-                header = read_header(head) if len(head) == HEADER_SIZE else None
-                if header is not None and header_problem(header, len(head) + log.size) is not None:
-                    header = None  # garbage (a crash, a preallocated tail): recovery will say what
-                return header
-
             # Only the active segment's first batch matters (time-based rolling); a caller that
             # opens sealed segments in bulk skips the read.
-            first_batch = log.read_in_thread(probe) if read_first_batch else None
+            first_batch = log.read_in_thread(partial(_probe_first_header, log.size)) if read_first_batch else None
             if index_files_existed is None:
                 index_files_existed = (
                     os.path.exists(f"{prefix}{INDEX_SUFFIX}{suffix}"),
@@ -528,6 +582,24 @@ class LogSegment:
             first_batch=first_batch,
             index_files_existed=index_files_existed,
         )
+
+    def first_batch_in_thread(self) -> BatchHeader | None:
+        """The header at position 0 when it reads as a batch's, bounded by the file; else ``None``. Blocking.
+
+        What recovery compares with the file name before it scans the segment
+        (``engine.loader``): a segment whose first batch has another base
+        offset is in the wrong place, and is set aside rather than cut.
+
+        Raises:
+            StorageError, ClosedError.
+        """
+        self._check_open()
+        # Transient: a sealed segment's deferred descriptor stays unopened (as a clean open leaves it).
+        return self._log.read_in_thread(partial(_probe_first_header, self._log.size), transient=True)
+
+    async def first_batch(self) -> BatchHeader | None:
+        """:meth:`first_batch_in_thread` in an executor thread."""
+        return await in_thread(self.first_batch_in_thread)
 
     async def __aenter__(self) -> LogSegment:
         return self
@@ -772,44 +844,89 @@ class LogSegment:
     def _load_indexes_locked(self, check: bool) -> tuple[OffsetIndex, TimeIndex]:
         offset_index, time_index = self._offset_index.get(), self._time_index.get()
         if check and not self._indexes_checked:
-            # Transient: checking a sealed segment's indexes (retention asks every segment for its
-            # largest timestamp) must not leave its deferred .log descriptor open.
-            problem = self._log.read_in_thread(
-                partial(self._index_problem, offset_index, time_index), transient=True
-            )
+            problem = self._index_lie
+            if problem is None:
+                # Transient: checking a sealed segment's indexes (retention asks every segment for its
+                # largest timestamp) must not leave its deferred .log descriptor open.
+                problem = self._log.read_in_thread(
+                    partial(self._index_problem, offset_index, time_index), transient=True
+                )
             if problem is not None:
                 # An index is a hint, never trusted and never fatal: rebuild it from the .log
                 # (without cutting anything: this is not crash recovery).
-                _log.warning("%s: %s; rebuilding the indexes from the .log", self._log.path, problem)
-                if self._writable:
-                    total = self._log.size
-                    outcome = self._log.read_in_thread(
-                        partial(self._rebuild_indexes, offset_index, time_index, max(total, 1), total, None)
-                    )
-                    self._apply_scan(outcome)
+                if self._writable and not (self._index_lie is not None and self._rebuilt_at_use):
+                    _log.warning("%s: %s; rebuilding the indexes from the .log", self._log.path, problem)
+                    self._rebuilt_at_use = self._index_lie is not None
+                    self._rebuild_in_place(offset_index, time_index)
                 else:
-                    # A read-only snapshot cannot be rewritten: stop using it (lookups then scan
-                    # from the start of the segment, which is always correct).
+                    # A read-only snapshot cannot be rewritten (nor is an index rebuilt twice): stop
+                    # using it (lookups then scan from the start of the segment, always correct).
+                    _log.warning("%s: %s; no longer using the indexes of this segment", self._log.path, problem)
                     self._distrust_indexes_in_thread()
+                self._index_lie = None
             self._indexes_checked = True
         if self._max_timestamp_so_far is None:
             last = time_index.last_entry
-            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = last.timestamp, last.offset
+            best = (last.timestamp, last.offset)
+            if check and self._trust_indexes and self._log.size:
+                # Kafka's loadLargestTimestamp: the last time-index entry, then the batches after the last
+                # offset-index entry, which no time-index entry covers (a segment whose final entry was
+                # never written: the active one after an unclean stop, seen by a read-only engine).
+                best = self._log.read_in_thread(
+                    partial(self._largest_after_last_entry, offset_index, best), transient=True
+                )
+            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = best
         return offset_index, time_index
+
+    def _largest_after_last_entry(
+        self, offset_index: OffsetIndex, best: tuple[int, int], pread: PRead
+    ) -> tuple[int, int]:
+        entry = offset_index.lookup(offset_index.last_offset)
+        try:
+            for _, header in _walk_headers(pread, entry.position, self._log.size, self._log.path, self._base_offset,
+                                           entry.offset, on_lie=self._index_lied):
+                if header.max_timestamp > best[0]:
+                    best = (header.max_timestamp, header.last_offset)
+        except CorruptRecordError:
+            pass  # a damaged tail: reads there refuse it; the batches before it counted
+        return best
+
+    def _rebuild_in_place(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
+        # A writable segment's indexes rebuilt from its .log (in a thread, under _load_lock). An append
+        # may finish meanwhile (a rebuild caught at use, on the active segment): it skips its index
+        # entries while the lock is held (_add_index_entries), and its largest timestamp is kept.
+        total = self._log.size
+        max_ts, max_ts_offset = self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+        outcome = self._log.read_in_thread(
+            partial(self._rebuild_indexes, offset_index, time_index, max(total, 1), total, None)
+        )
+        self._apply_scan(outcome)
+        if self._log.size != total:
+            self._bytes_since_last_index_entry = self._log.size - outcome.last_entry
+            if max_ts is not None and max_ts > outcome.max_ts:
+                self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
+
+    def _index_lied(self, why: str) -> None:
+        """A read caught an index entry lying (any thread): the next use of the indexes rebuilds them."""
+        if self._index_lie is None and self._trust_indexes:
+            self._index_lie = why
+            self._indexes_checked = False  # the next read loads them in a thread, which rebuilds them
 
     def _distrust_indexes_in_thread(self) -> None:
         """Read-only and the indexes are missing or wrong: scan from the start, max timestamp from headers."""
-        self._trust_indexes = False
         end = self._log.size
 
         def walk(pread: PRead) -> tuple[int, int]:
             best = (NO_TIMESTAMP, self._base_offset)
-            for _, header in _walk_headers(pread, 0, end, self._log.path):
+            for _, header in _walk_headers(pread, 0, end, self._log.path, self._base_offset):
                 if header.max_timestamp > best[0]:
                     best = (header.max_timestamp, header.last_offset)
             return best
 
-        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = self._log.read_in_thread(walk)
+        # The walk first: when the .log is damaged it raises, and the next use tries (and raises) again.
+        best = self._log.read_in_thread(walk)
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = best
+        self._trust_indexes = False
 
     def _read_indexes_in_thread(self) -> tuple[OffsetIndex, TimeIndex] | None:
         """The indexes for a read, or ``None`` when a read must scan from the start of the segment.
@@ -822,6 +939,8 @@ class LogSegment:
                 self._distrust_indexes_in_thread()
                 self._indexes_checked = True
             if not self._trust_indexes:
+                if self._max_timestamp_so_far is None:
+                    self._distrust_indexes_in_thread()
                 return None
         indexes = self._load_indexes_in_thread(True)
         return indexes if self._trust_indexes else None
@@ -846,19 +965,33 @@ class LogSegment:
         entries = offset_index.entries
         for slot in {0, entries - 1} if entries else ():
             entry = offset_index.entry(slot)
+            if entry.position < 0:  # a relative position is an int32 on disk: random bytes can make it negative
+                return f"offset-index entry {slot} points at position {entry.position}, before the start"
             head = pread(entry.position, HEADER_SIZE) if entry.position < size else b""
             if len(head) < HEADER_SIZE:
-                return f"offset-index entry {slot} points at position {entry.position}, past the end ({size})"
+                return f"offset-index entry {slot} points at position {entry.position}, outside the .log ({size})"
             header = read_header(head)
-            if header_problem(header, size) is not None or header.last_offset != entry.offset:
+            if header_problem(header, size) is not None or index_entry_problem(header, entry.offset) is not None:
                 return (
                     f"offset-index entry {slot} ({entry.offset} at position {entry.position}) does not point "
                     "at the start of the batch holding that offset"
                 )
         if time_index.entries:
+            # The last time entry is the segment's largest timestamp (a time lookup skips the whole
+            # segment by it): the batch it names must have that timestamp.
             last = time_index.last_entry
             if not self._base_offset <= last.offset <= self._base_offset + INT32_MAX:
                 return f"time-index entry {last} is outside the segment"
+            floor = offset_index.lookup(last.offset)
+            try:
+                for _, header in _walk_headers(pread, floor.position, size, self._log.path, self._base_offset,
+                                               floor.offset, target=last.offset, on_lie=_raise_lie):
+                    if header.last_offset >= last.offset:
+                        problem = time_entry_problem(header, last.timestamp, last.offset)
+                        return None if problem is None else f"the last time-index entry {tuple(last)}: {problem}"
+            except (_IndexLie, CorruptRecordError) as exc:
+                return str(exc)
+            return f"the last time-index entry {tuple(last)} names an offset past the end of the .log"
         return None
 
     async def read_max_timestamp_and_offset_so_far(self) -> TimestampOffset:
@@ -1084,6 +1217,11 @@ class LogSegment:
     ) -> None:
         # The batches are written: whatever happens here, the caller's bookkeeping must follow them.
         offset_index, time_index = indexes
+        lock = self._load_lock
+        if not lock.acquire(blocking=False):
+            # The indexes are being rebuilt from the .log (a lie caught at use) in a thread, up to the
+            # size before this append: these entries are skipped (an index is sparse).
+            return
         try:
             for last_offset, entry_position, entry_ts, entry_ts_offset in entries:
                 if not offset_index.is_full:
@@ -1095,6 +1233,8 @@ class LogSegment:
             # was resized meanwhile). An index is sparse: a missing entry makes a lookup scan a
             # little further, never answer wrong; the final time-index entry keeps the maximum.
             _log.warning("%s: index entries skipped: %s", self._log.path, exc)
+        finally:
+            lock.release()
 
     # ------------------------------------------------------------------------------ reads
 
@@ -1107,7 +1247,9 @@ class LogSegment:
     def _locate(
         self, pread: PRead, offset: int, start: int, end: int, entry_offset: int | None = None
     ) -> LocatedBatch | None:
-        for located in _walk_headers(pread, start, end, self._log.path, entry_offset):
+        walk = _walk_headers(pread, start, end, self._log.path, self._base_offset, entry_offset, target=offset,
+                             on_lie=self._index_lied)
+        for located in walk:
             if located.header.last_offset >= offset:
                 return located
         return None
@@ -1160,21 +1302,28 @@ class LogSegment:
         end = self._log.size
         limit = end if max_position is None else min(max_position, end)
         path = self._log.path
+        base_offset = self._base_offset
 
         def work(pread: PRead) -> FetchData | None:
             located: LocatedBatch | None = None
-            if span is not None and span[0] < end:
+            if span is not None and 0 <= span[0] < end:
                 # The first indexed batch reaching the offset usually holds it (every batch of
-                # more than index.interval.bytes is indexed): one read of it, one header.
-                position = span[0]
-                window: bytes | bytearray = pread(position, min(span[1] or _READ_WINDOW, end - position))
+                # more than index.interval.bytes is indexed): one read of it, one header, checked
+                # against the entry (its last offset) and the next entry (where it must end).
+                position, spacing, ceiling_offset = span
+                window: bytes | bytearray = pread(position, min(spacing or _READ_WINDOW, end - position))
                 window_start = position
                 if len(window) >= HEADER_SIZE:
                     header = read_header(window)
-                    if (
-                        header.base_offset <= start_offset <= header.last_offset
-                        and header_problem(header, end - position) is None
-                    ):
+                    problem = header_problem(header, end - position) or index_entry_problem(
+                        header, ceiling_offset, spacing
+                    )
+                    if problem is not None:
+                        self._index_lied(
+                            f"the offset index places the batch ending at offset {ceiling_offset} at position "
+                            f"{position}, but {problem}"
+                        )
+                    elif header.base_offset <= start_offset:
                         located = LocatedBatch(position, header)
             if located is None:
                 entry = offset_index.lookup(start_offset) if offset_index else None
@@ -1184,7 +1333,8 @@ class LogSegment:
                 if tail is not None and tail[1] <= start_offset and tail[0] > start:
                     # The batch holding start_offset is at or after the last append's first.
                     start, entry_offset = tail[0], None
-                walk = _HeaderWalk(pread, start, end, path, _READ_WINDOW, entry_offset)
+                walk = _HeaderWalk(pread, start, end, path, base_offset, _READ_WINDOW, entry_offset,
+                                   target=start_offset, on_lie=self._index_lied)
                 located = next((b for b in walk if b.header.last_offset >= start_offset), None)
                 if located is None:
                     return None
@@ -1207,11 +1357,13 @@ class LogSegment:
 
     def _placed_window(
         self, start_offset: int, max_bytes: int, *, one_batch: bool
-    ) -> tuple[int, bytes | bytearray] | None:
-        # The position of the first indexed batch reaching start_offset and the cached bytes from
-        # there, when a synchronous read may use them: an open segment whose offset index is loaded
-        # and checked (OffsetIndex.ceiling_span), bytes cached. `one_batch`: the caller wants that
-        # batch only, so nothing is read when max_bytes says the read would take more than its span.
+    ) -> tuple[int, bytes | bytearray, int, int] | None:
+        # The position of the first indexed batch reaching start_offset, the cached bytes from there,
+        # the bytes to the next entry and the entry's offset (which the caller checks against the
+        # batch: index_entry_problem), when a synchronous read may use them: an open segment whose
+        # offset index is loaded and checked (OffsetIndex.ceiling_span), bytes cached. `one_batch`: the
+        # caller wants that batch only, so nothing is read when max_bytes says the read would take
+        # more than its span.
         if self._closed or not (self._indexes_checked and self._trust_indexes) or max_bytes < 0:
             return None
         index = self._offset_index.peek()
@@ -1219,9 +1371,11 @@ class LogSegment:
             return None
         span = index.ceiling_span(start_offset)
         end = self._log.size
-        if span is None or span[0] >= end:
+        if span is None:
             return None
-        position, spacing = span
+        position, spacing, entry_offset = span
+        if not 0 <= position < end:
+            return None  # a lying entry: read() finds the batch by the headers, and has the index rebuilt
         size = spacing or _READ_WINDOW
         if one_batch and max_bytes > size:
             return None  # a fetch of more than this batch: read_cached reads it, once
@@ -1231,7 +1385,7 @@ class LogSegment:
         window = self._log.read_cached(position, want)
         if window is None or len(window) < HEADER_SIZE:
             return None
-        return position, window
+        return position, window, spacing, entry_offset
 
     def read_records_cached(
         self, start_offset: int, max_bytes: int, max_position: int | None = None
@@ -1253,14 +1407,18 @@ class LogSegment:
         placed = self._placed_window(start_offset, max_bytes, one_batch=True)
         if placed is None:
             return None
-        position, window = placed
+        position, window, spacing, entry_offset = placed
         base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
         first_size = LOG_OVERHEAD + batch_length
         limit = self._log.size
         if max_position is not None and max_position < limit:
             limit = max_position
         if (
-            not base_offset <= start_offset <= base_offset + last_offset_delta
+            # index_entry_problem's two rules, inline on the fields in hand: the batch ends at the
+            # entry's offset, and before the next entry's position. read() says what is wrong.
+            base_offset + last_offset_delta != entry_offset
+            or (spacing and first_size > spacing)
+            or base_offset > start_offset
             or max_bytes > first_size
             or first_size > min(len(window), limit - position)
             or first_size < HEADER_SIZE
@@ -1285,7 +1443,7 @@ class LogSegment:
         placed = self._placed_window(start_offset, max_bytes, one_batch=False)
         if placed is None:
             return None
-        position, window = placed
+        position, window, spacing, entry_offset = placed
         end = self._log.size
         header = read_header(window)
         first_size = header.size
@@ -1294,6 +1452,7 @@ class LogSegment:
         if (
             not header.base_offset <= start_offset <= header.last_offset
             or header_problem(header, end - position) is not None
+            or index_entry_problem(header, entry_offset, spacing) is not None
             or fetch_size < first_size
             or fetch_size > len(window)
         ):
@@ -1324,27 +1483,49 @@ class LogSegment:
         """
         self._check_open()
         indexes = await self._read_indexes()
-        entry_offset: int | None = None
         target = starting_offset  # every record before target's batch has a smaller timestamp
+        # The time-index entry the search starts from, checked when the walk meets the batch it names.
+        time_entry: TimestampOffset | None = None
         if indexes is not None:
-            target = max(indexes[1].lookup(timestamp).offset, target)
+            time_entry = indexes[1].lookup(timestamp)
+            if time_entry.timestamp == NO_TIMESTAMP:  # no entry at or below the timestamp: from the start
+                time_entry = None
+            elif time_entry.timestamp > timestamp:  # an index out of order
+                self._index_lied(f"time-index entry {tuple(time_entry)} was found for timestamp {timestamp}")
+                time_entry = None
+            elif time_entry.offset > target:
+                target = time_entry.offset
+            else:
+                time_entry = None
         followed_time = self._follow_time_floor(timestamp)
-        if followed_time is not None:
-            target = max(followed_time, target)
-        if indexes is not None:
-            floor = indexes[0].lookup(target)
+        if followed_time is not None and followed_time > target:
+            target, time_entry = followed_time, None
+        offset_index = None if indexes is None else indexes[0]
+        start, entry_offset = 0, None
+        if offset_index is not None:
+            floor = offset_index.lookup(target)
             start, entry_offset = floor.position, floor.offset
-        else:
-            start = 0
         followed = self._follow_floor(target)
         if followed is not None and followed[0] > start:
             start, entry_offset = followed
         end = self._log.size
         path = self._log.path
 
-        def work(pread: PRead) -> TimestampOffset | None:
-            walk = _HeaderWalk(pread, start, end, path, _READ_WINDOW, entry_offset)
+        def search(
+            pread: PRead, start: int, entry_offset: int | None, target: int, entry: TimestampOffset | None
+        ) -> TimestampOffset | str | None:
+            # The answer, or why the time-index entry the search started from lied.
+            walk = _HeaderWalk(pread, start, end, path, self._base_offset, _READ_WINDOW, entry_offset,
+                               target=target, on_lie=self._index_lied)
             for position, header in walk:
+                # Time-index entry (T, O): the batch ending at O holds the largest timestamp, T, of every
+                # record up to O, and T is not above the one asked for. Until the walk meets that
+                # batch, no record qualifies.
+                if entry is not None and (header.last_offset >= entry.offset or header.max_timestamp >= timestamp):
+                    problem = time_entry_problem(header, entry.timestamp, entry.offset)
+                    if problem is not None:
+                        return f"time-index entry {tuple(entry)}: {problem}"
+                    entry = None
                 if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                     continue
                 buf = walk.bytes_at(position, header.size) or pread(position, header.size)
@@ -1356,7 +1537,19 @@ class LogSegment:
                     raise CorruptRecordError(f"{path}: at position {position}: {exc}") from exc
                 if found is not None:
                     return TimestampOffset(*found)
-            return None
+            return None if entry is None else f"time-index entry {tuple(entry)} names an offset past the .log"
+
+        def work(pread: PRead) -> TimestampOffset | None:
+            found = search(pread, start, entry_offset, target, time_entry)
+            if isinstance(found, str):
+                # A lying time index: the search again without it (from the requested offset's batch,
+                # which the offset index places), and the indexes are rebuilt on their next use.
+                self._index_lied(found)
+                floor = offset_index.lookup(starting_offset) if offset_index is not None else None
+                again = (0, None) if floor is None else (floor.position, floor.offset)
+                found = search(pread, again[0], again[1], starting_offset, None)
+                assert not isinstance(found, str)
+            return found
 
         return await self._log.run_read(work)
 
@@ -1396,7 +1589,8 @@ class LogSegment:
 
     def _walk_to_end(self, start: int, end: int, entry_offset: int | None, pread: PRead) -> int:
         next_offset = self._base_offset
-        for _, header in _walk_headers(pread, start, end, self._log.path, entry_offset):
+        for _, header in _walk_headers(pread, start, end, self._log.path, self._base_offset, entry_offset,
+                                       on_lie=self._index_lied):
             next_offset = header.next_offset
         return next_offset
 
@@ -1697,12 +1891,14 @@ class LogSegment:
     async def _reload_largest_timestamp(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
         # Kafka's loadLargestTimestamp: the last time-index entry, then any larger batch after it.
         last = time_index.last_entry
-        start = offset_index.lookup(last.offset).position
+        floor = offset_index.lookup(last.offset)
         end = self._log.size
 
         def work(pread: PRead) -> tuple[int, int]:
             max_ts, max_ts_offset = last.timestamp, last.offset
-            for _, header in _walk_headers(pread, start, end, self._log.path):
+            walk = _walk_headers(pread, floor.position, end, self._log.path, self._base_offset, floor.offset,
+                                 target=last.offset, on_lie=self._index_lied)
+            for _, header in walk:
                 if header.max_timestamp > max_ts:
                     max_ts, max_ts_offset = header.max_timestamp, header.last_offset
             return max_ts, max_ts_offset

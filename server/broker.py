@@ -25,6 +25,7 @@ from seglog.engine import Engine, PartitionLog, errors
 from seglog.engine.validate import validate_topic
 from seglog.segments.kafka_batch import KafkaBatchError
 from seglog.server.errors import KafkaProtocolError
+from seglog.server.limits import DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS, DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
 from seglog.server.records import batch_error
 
 __all__ = ["NODE_ID", "Broker", "error_code_of"]
@@ -47,6 +48,8 @@ class Broker:
     cluster_id: str = field(default="")
     api_versions: tuple[tuple[int, int, int], ...] = ()
     """``(api_key, min_version, max_version)`` of every API served, as ApiVersions lists them."""
+    group_min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
+    group_max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS
     _creating: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     # Producer ids increase across runs too: they start from the time in ms.
     _next_producer_id: int = field(default_factory=lambda: time.time_ns() // 1_000_000)

@@ -70,6 +70,8 @@ class DecodedRequest(NamedTuple):
     correlation_id: int
     client_id: str | None
     body: Any
+    client_host: str = ""
+    """The client's address as Kafka reports it (``"/127.0.0.1"``); set by the server core."""
 
 
 def peek_request(frame: bytes | memoryview) -> RequestPrefix:

@@ -36,7 +36,13 @@ from seglog.engine.errors import InvalidConfigError, SeglogError, StorageError
 from seglog.server.apis import APIS, api_versions
 from seglog.server.broker import Broker
 from seglog.server.errors import FrameError
-from seglog.server.limits import DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST_BYTES
+from seglog.server.limits import (
+    DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+    DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+    DEFAULT_IDLE_TIMEOUT_MS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_REQUEST_BYTES,
+)
 from seglog.server.protocol import REQUEST_PREFIX_SIZE, decode_request, encode_response, peek_request
 
 __all__ = [
@@ -79,8 +85,12 @@ class KafkaServer:
     ``listen`` is ``HOST:PORT`` (port 0: a free port). ``advertise`` is the
     address clients are told to connect to (Metadata); by default the bound
     one. Topics are created on first use by Metadata and Produce unless
-    ``auto_create`` is false, with ``auto_create_partitions`` partitions. The
-    server does not own the engine: close the engine after the server.
+    ``auto_create`` is false, with ``auto_create_partitions`` partitions.
+    Consumer groups are coordinated by the engine's coordinator (shared with
+    library consumers of the same engine); a JoinGroup whose session timeout
+    lies outside ``group_min_session_timeout_ms``-``group_max_session_timeout_ms``
+    (Kafka's ``group.min/max.session.timeout.ms``) is refused. The server does
+    not own the engine: close the engine after the server.
     """
 
     def __init__(
@@ -94,14 +104,24 @@ class KafkaServer:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS,
+        group_min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+        group_max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
     ) -> None:
         self._engine = engine
         self._listen = parse_address(listen, what="listen")
         self._advertise = parse_address(advertise, what="advertise") if advertise is not None else None
         for name, value in (("auto_create_partitions", auto_create_partitions), ("max_connections", max_connections),
-                            ("max_request_bytes", max_request_bytes), ("idle_timeout_ms", idle_timeout_ms)):
+                            ("max_request_bytes", max_request_bytes), ("idle_timeout_ms", idle_timeout_ms),
+                            ("group_min_session_timeout_ms", group_min_session_timeout_ms),
+                            ("group_max_session_timeout_ms", group_max_session_timeout_ms)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive int, got {value!r}")
+        if group_min_session_timeout_ms > group_max_session_timeout_ms:
+            raise InvalidConfigError(
+                f"group_min_session_timeout_ms ({group_min_session_timeout_ms}) is above "
+                f"group_max_session_timeout_ms ({group_max_session_timeout_ms})"
+            )
+        self._session_bounds = (group_min_session_timeout_ms, group_max_session_timeout_ms)
         self._auto_create = auto_create
         self._auto_create_partitions = auto_create_partitions
         self._max_connections = max_connections
@@ -142,6 +162,8 @@ class KafkaServer:
             auto_create=self._auto_create,
             auto_create_partitions=self._auto_create_partitions,
             api_versions=tuple((a.key, a.min_version, a.max_version) for a in APIS.values()),
+            group_min_session_timeout_ms=self._session_bounds[0],
+            group_max_session_timeout_ms=self._session_bounds[1],
         )
         log.info("listening on %s:%d (advertised as %s:%d)", *self._bound, adv_host, adv_port)
 
@@ -248,6 +270,7 @@ class KafkaServer:
     async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> str:
         broker = self._require_started()
         limit = self._max_request_bytes
+        host = "/" + peer.rsplit(":", 1)[0].strip("[]")  # as Kafka reports a member's client host
         while True:
             async with asyncio.timeout(self._idle_timeout):
                 head = await reader.read(4)
@@ -277,7 +300,7 @@ class KafkaServer:
                 refusal = api_versions.unsupported_version_answer(broker.api_versions)
                 answer = encode_response(key, 0, correlation_id, refusal)
             else:
-                request = decode_request(frame)
+                request = decode_request(frame)._replace(client_host=host)
                 response = await api.handle(broker, request)
                 if response is None:
                     continue

@@ -47,7 +47,14 @@ def serve_in_thread(
     async def main() -> None:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
-        state["stop"] = lambda: loop.call_soon_threadsafe(stop.set)
+
+        def request_stop() -> None:
+            # The loop may already be closed: a server that failed (or stopped) lets asyncio.run
+            # close it at any moment after it wakes the caller; then there is nothing left to stop.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+
+        state["stop"] = request_stop
         try:
             async with Engine.open(log_dir, config) as engine, KafkaServer(engine, listen, **server_options) as server:
                 state["address"] = server.bootstrap_servers

@@ -67,7 +67,7 @@ async def test_engine_snippet(tmp_path: Path) -> None:
                 return rec
             raise AssertionError("subscription ended")
 
-        assert (await asyncio.wait_for(first_from_subscription(), 5)).value == b"v"
+        assert (await asyncio.wait_for(first_from_subscription(), 30)).value == b"v"
         await engine.commit_offset("billing", "orders", 0, 42)
         assert await engine.committed("billing", "orders", 0) == 42
         assert await engine.committed("billing", "orders", 1) is None

@@ -74,3 +74,44 @@ def test_seglog_links_each_layer_folder(layer: str) -> None:
     link = ROOT / "seglog" / layer
     assert link.is_symlink(), f"seglog/{layer} should be a relative symlink to ../{layer}"
     assert link.resolve() == (ROOT / layer).resolve()
+
+
+# Inside engine (import-linter's second contract): top to bottom; a module may import only modules below it.
+ENGINE_LAYERS = [
+    ["engine"],
+    ["follow", "consumer"],
+    ["loader", "topic_admin", "background"],
+    ["log", "offline"],  # independent: neither imports the other
+    ["topics", "retention", "checkpoints", "groups", "coordinator", "assignors", "partitioner", "results", "validate",
+     "names", "config", "_fs", "errors"],
+]
+
+
+def _engine_modules_imported(path: Path) -> set[str]:
+    """The ``seglog.engine.<module>`` names ``path`` imports anywhere in it (function level and TYPE_CHECKING too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[:2] == ["seglog", "engine"]:
+                found.update([parts[2]] if len(parts) > 2 else [alias.name for alias in node.names])
+    return found
+
+
+@pytest.mark.parametrize("level", range(1, len(ENGINE_LAYERS)))
+def test_inside_engine_no_module_imports_what_owns_it(level: int) -> None:
+    above = {name for layer in ENGINE_LAYERS[:level] for name in layer}
+    offenders = []
+    for name in ENGINE_LAYERS[level]:
+        # The modules of a level are independent of each other (import-linter's "|"), except the plain
+        # modules at the bottom (its ":").
+        siblings = set(ENGINE_LAYERS[level]) - {name} if level < len(ENGINE_LAYERS) - 1 else set()
+        forbidden = above | siblings
+        package = ROOT / "engine" / name
+        paths = sorted(package.rglob("*.py")) if package.is_dir() else [ROOT / "engine" / f"{name}.py"]
+        for path in paths:
+            bad = _engine_modules_imported(path) & forbidden
+            if bad:
+                offenders.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
+    assert not offenders, "upward imports inside engine (the Engine -> PartitionLog cycle):\n" + "\n".join(offenders)

@@ -1,6 +1,6 @@
 """Read-only, offline views of a log directory: describe, dump, verify, explain, reads, and bulk reads by range.
 
-Owns the logic behind ``seglog dump``, ``verify``, ``recover --dry-run``,
+Owns the logic behind ``seglog dump``, ``verify``,
 ``explain``, ``topics``/``offsets``/``consume``/``groups`` on a directory (the
 command line only prints what this package returns), and the planning and
 range scans of bulk readers (the Spark source): everything that reads a log
@@ -28,11 +28,14 @@ flight, and its indexes are preallocated (zero slots) until the engine closes.
 Modules: ``listing`` (partitions, segments, topic.json, checkpoints, groups,
 opening a ``.log``), ``segment_scan`` (one ``.log`` scanned, its tail, the log
 end), ``indexes`` (index files read raw and checked), ``findings``, ``dump``,
-``describe``, ``verify``, ``explain``, ``reads``, ``ranges`` (bulk reads), and
-``recovery_plan`` (``recover --dry-run``; the loader takes it over).
+``describe``, ``verify``, ``explain``, ``reads`` and ``ranges`` (bulk reads).
+The recovery plan (``seglog recover --dry-run``) is not here: it is the open's
+own, ``seglog.engine.loader.dry_run_recovery``, which scans with this
+package's :func:`scan_segment`.
 
-Must not import: ``tools``; nor ``seglog.engine.engine`` / ``seglog.engine.log`` (it must work
-on directories an engine would refuse, and without an event loop).
+Must not import: ``tools``; nor ``seglog.engine.engine`` / ``seglog.engine.log`` /
+``seglog.engine.loader`` (it must work on directories an engine would refuse,
+and without an event loop; the loader imports this package).
 """
 
 from seglog.engine.offline.describe import (
@@ -62,8 +65,10 @@ from seglog.engine.offline.indexes import (
 from seglog.engine.offline.listing import (
     SegmentInfo,
     group_offsets,
+    group_store,
     list_partitions,
     list_segments,
+    lock_holder,
     log_start_offsets,
     max_batch_bytes_for,
     partition_path,
@@ -85,7 +90,6 @@ from seglog.engine.offline.ranges import (
     scan_range_buffers,
 )
 from seglog.engine.offline.reads import read_records
-from seglog.engine.offline.recovery_plan import PartitionRecoveryPlan, RecoveryPlan, SegmentRecovery, plan_recovery
 from seglog.engine.offline.segment_scan import SegmentScan, TailKind, scan_segment
 from seglog.engine.offline.verify import VerifyProgress, VerifyReport, verify
 from seglog.segments.files import (
@@ -120,12 +124,9 @@ __all__ = [
     "LookupExplanation",
     "PartitionInfo",
     "PartitionPlan",
-    "PartitionRecoveryPlan",
     "RecordColumns",
-    "RecoveryPlan",
     "SegmentInfo",
     "SegmentRange",
-    "SegmentRecovery",
     "SegmentScan",
     "Severity",
     "TailKind",
@@ -143,9 +144,11 @@ __all__ = [
     "explain_offset",
     "explain_timestamp",
     "group_offsets",
+    "group_store",
     "index_sanity_check",
     "list_partitions",
     "list_segments",
+    "lock_holder",
     "log_end_offset",
     "log_start_offsets",
     "max_batch_bytes_for",
@@ -153,7 +156,6 @@ __all__ = [
     "partition_info",
     "partition_path",
     "plan_partition",
-    "plan_recovery",
     "read_records",
     "scan_range",
     "scan_range_buffers",

@@ -24,7 +24,7 @@ from seglog.engine.errors import StorageError
 from seglog.engine.offline.describe import partition_info, partition_view
 from seglog.engine.offline.indexes import dump_index
 from seglog.engine.offline.listing import SegmentInfo, TopicMeta, open_log, segment_reader
-from seglog.engine.offline.segment_scan import scan_segment, trusted_index_position
+from seglog.engine.offline.segment_scan import scan_segment, time_entry_holds, trusted_index_position
 from seglog.indexes.offset_index import OFFSET_ENTRY, OffsetPosition
 from seglog.indexes.search import largest_lower_bound
 from seglog.indexes.time_index import NO_TIMESTAMP, TIME_ENTRY, TimestampOffset
@@ -223,7 +223,11 @@ def _largest_timestamp(seg: SegmentInfo, meta: TopicMeta) -> int:
             entries = dump_index(seg.sibling(TIME_INDEX_SUFFIX), base_offset=seg.base_offset).entries
         except StorageError:
             entries = []
-        if entries and seg.base_offset <= entries[-1][1] < (seg.next_base_offset or 0):
+        if (
+            entries
+            and seg.base_offset <= entries[-1][1] < (seg.next_base_offset or 0)
+            and time_entry_holds(seg, entries[-1], meta.max_batch_bytes)
+        ):
             return entries[-1][0]
     return scan_segment(seg.log_path, max_batch_bytes=meta.max_batch_bytes, base_offset=seg.base_offset).max_timestamp
 
@@ -283,7 +287,8 @@ def _search_segment_by_time(
         tdump = dump_index(seg.sibling(TIME_INDEX_SUFFIX), base_offset=seg.base_offset)
         data = b"".join(TIME_ENTRY.pack(t, o - seg.base_offset) for t, o in tdump.entries)
         slot, out.time_index_probes = _search(data, len(tdump.entries), timestamp, (">q", TIME_ENTRY.size, 0), bias=0)
-        if slot is not None:
+        # Used only when it holds (the batch it names has its timestamp): one that lies would skip records.
+        if slot is not None and time_entry_holds(seg, tdump.entries[slot], meta.max_batch_bytes):
             tentry = TimestampOffset(*tdump.entries[slot])
     out.time_index_entry = tentry
 

@@ -31,7 +31,7 @@ class Check(enum.StrEnum):
     FILE_NAME = "file-name"  # a segment file whose name is not a 20-digit base offset
     TOPIC_FILE = "topic-file"  # <topic>-<p>/topic.json
     CHECKPOINT = "checkpoint"  # recovery-point / log-start-offset checkpoint files
-    GROUP_FILE = "group-file"  # consumer-offsets/<group>.json
+    GROUP_FILE = "group-file"  # consumer-offsets/offsets.log (and the older <group>.json files)
     BATCH = "batch"  # an invalid batch (magic, length, CRC, offsets): it and all after it would be cut
     TORN_TAIL = "torn-tail"  # the last batch (or its header) is cut short: a torn write
     ZERO_TAIL = "zero-tail"  # preallocated zero bytes after the last batch

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from seglog.engine._fs import TOPIC_FILE
+from seglog.engine._fs import lock_holder as _lock_holder
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import CorruptionError, InvalidConfigError, StorageError
-from seglog.engine.groups import decode_group_file, group_from_file_name, is_group_file_name
+from seglog.engine.groups import GROUPS_DIR, StoreImage, read_store
 from seglog.engine.names import parse_partition_dir, partition_dir_name
 from seglog.segments.fileio import SegmentFile, default_ops
 from seglog.segments.files import (
@@ -41,9 +42,11 @@ __all__ = [
     "TopicMeta",
     "group_names",
     "group_offsets",
+    "group_store",
     "list_names",
     "list_partitions",
     "list_segments",
+    "lock_holder",
     "log_start_offsets",
     "max_batch_bytes_for",
     "open_log",
@@ -54,7 +57,6 @@ __all__ = [
     "segment_reader",
 ]
 
-GROUPS_DIR: Final = "consumer-offsets"
 _MAX_TOPIC_FILE_BYTES: Final = 1 << 20
 
 
@@ -253,44 +255,47 @@ def log_start_offsets(log_dir: str | os.PathLike[str]) -> dict[tuple[str, int], 
 # --------------------------------------------------------------------------------------- consumer groups
 
 
-def _group_files(log_dir: Path) -> list[tuple[str, Path]]:
-    gdir = log_dir / GROUPS_DIR
-    if not gdir.is_dir():
-        return []
-    return [(name, gdir / name) for name in list_names(gdir) if is_group_file_name(name)]
-
-
 def group_names(log_dir: Path) -> list[str]:
-    """The consumer groups with a file in ``consumer-offsets/``, sorted (an unreadable one by its file name)."""
-    groups = []
-    for name, path in _group_files(log_dir):
-        try:
-            groups.append(decode_group_file(path.read_bytes())[0])
-        except (OSError, ValueError, TypeError, KeyError):
-            # Unreadable (verify reports it; the engine skips it): name it from its file name if it can.
-            fallback = group_from_file_name(name)
-            if fallback is not None:
-                groups.append(fallback)
-    return sorted(groups)
+    """The consumer groups with committed offsets in the group store, sorted (none when it is unreadable)."""
+    try:
+        image = read_store(log_dir)
+    except StorageError:
+        return []  # verify reports it
+    return sorted(image.offsets)
 
 
 def group_offsets(log_dir: str | os.PathLike[str]) -> dict[str, dict[tuple[str, int], int]]:
-    """Every consumer group's committed offsets, read from ``consumer-offsets/`` (unreadable files skipped).
+    """Every consumer group's committed offsets, read from the group store (damaged frames skipped).
 
     Raises:
-        StorageError: the log directory is missing or unreadable.
+        StorageError: the log directory or its group store is missing or unreadable.
+    """
+    return group_store(log_dir).offsets
+
+
+def lock_holder(log_dir: str | os.PathLike[str]) -> int | None:
+    """The pid of the process whose Engine holds ``log_dir`` now (0: unknown pid), or ``None`` when none does.
+
+    A running engine (``seglog serve``, an application) keeps its groups'
+    membership up to date in the group store; without one, no group has
+    active members.
+    """
+    return _lock_holder(Path(log_dir))
+
+
+def group_store(log_dir: str | os.PathLike[str]) -> StoreImage:
+    """The group store of a log directory: offsets, their metadata and the groups' membership snapshots.
+
+    Read without the directory lock, as a running engine may be writing it:
+    the view ends at the last complete frame.
+
+    Raises:
+        StorageError: the log directory is missing, or its group store unreadable.
     """
     root = Path(log_dir)
     if not root.is_dir():
         raise StorageError(f"{root}: no such log directory")
-    out: dict[str, dict[tuple[str, int], int]] = {}
-    for _, path in _group_files(root):
-        try:
-            group, offsets = decode_group_file(path.read_bytes())
-        except (OSError, ValueError, TypeError, KeyError):
-            continue
-        out[group] = offsets
-    return out
+    return read_store(root)
 
 
 # --------------------------------------------------------------------------------------- .log files

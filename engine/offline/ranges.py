@@ -54,7 +54,7 @@ from seglog.engine.offline.listing import (
     partition_path,
     read_topic_file,
 )
-from seglog.engine.offline.segment_scan import LogEnd, batch_at, log_end_offset_of
+from seglog.engine.offline.segment_scan import LogEnd, batch_at, log_end_offset_of, time_entry_holds
 from seglog.segments.batch import ScanStop
 from seglog.segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
 from seglog.segments.files import INDEX_SUFFIX, TIME_INDEX_SUFFIX
@@ -161,11 +161,22 @@ class _SegmentIndexes:
         i = bisect.bisect_right(self.positions, offset, key=lambda e: e[0]) - 1
         return self.positions[i][1] if i >= 0 else 0
 
-    def position_for_timestamp(self, timestamp: int) -> int:
-        """A batch start at or before the first batch whose ``max_timestamp >= timestamp``."""
+    def time_entry_for(self, timestamp: int) -> tuple[int, int] | None:
+        """The time-index entry ``(T, o)`` with the largest ``T <= timestamp``, or ``None``."""
         i = bisect.bisect_right(self.times, timestamp, key=lambda e: e[0]) - 1
-        # Entry (T, o) with T <= timestamp: every batch before the one ending at o has timestamps < T.
-        return self.position_for_offset(self.times[i][1]) if i >= 0 else 0
+        return self.times[i] if i >= 0 else None
+
+    def position_for_timestamp(self, segment: SegmentInfo, timestamp: int, max_batch_bytes: int) -> int:
+        """A batch start at or before the first batch whose ``max_timestamp >= timestamp``.
+
+        Entry (T, o) with T <= timestamp: every batch before the one ending at o has timestamps
+        below T, when the entry holds; it is checked against that batch (``time_entry_problem``),
+        and one that lies places nothing (0: the walk starts at the segment's start).
+        """
+        entry = self.time_entry_for(timestamp)
+        if entry is None:
+            return 0
+        return self.position_for_offset(entry[1]) if time_entry_holds(segment, entry, max_batch_bytes) else 0
 
 
 def _read_indexes(segment: SegmentInfo) -> _SegmentIndexes:
@@ -207,7 +218,10 @@ def _segment_max_timestamp(
         CorruptRecordError: the walk met a batch that fails its checks (a sealed segment has no torn tail).
     """
     if indexes.times:
-        return indexes.times[-1][0]  # the roll/close entry (FORMAT.md §3.2)
+        # The roll/close entry (FORMAT.md §3.2), when the batch it names has that timestamp.
+        last = indexes.times[-1]
+        if time_entry_holds(segment, last, max_batch_bytes):
+            return last[0]
     largest = -1
     with open_log(segment.log_path) as log:
         reader = BatchReader(log.pread_in_thread, end=log.size, base_offset=segment.base_offset,
@@ -302,6 +316,9 @@ def plan_partition(
         # Up to its last offset-index entry the time index knows the maximum; the walk saw the rest.
         if idx(i).positions and not idx(i).times:
             return None
+        times = idx(i).times
+        if times and not time_entry_holds(segments[i], times[-1], max_batch_bytes):
+            return None  # a time index that lies: unknown
         return max(tail.max_timestamp, idx(i).times[-1][0] if idx(i).times else -1)
 
     def first_reaching(timestamp: int) -> int | None:
@@ -330,10 +347,10 @@ def plan_partition(
         position = idx(i).position_for_offset(start) if start > segment.base_offset else 0
         if i == from_i:
             assert bounds.from_timestamp is not None
-            position = idx(i).position_for_timestamp(bounds.from_timestamp)
+            position = idx(i).position_for_timestamp(segment, bounds.from_timestamp, max_batch_bytes)
         if i == until_i:
             assert bounds.until_timestamp is not None
-            position = min(position, idx(i).position_for_timestamp(bounds.until_timestamp))
+            position = min(position, idx(i).position_for_timestamp(segment, bounds.until_timestamp, max_batch_bytes))
         if position and batch_at(segment, position, max_batch_bytes) is None:
             position = 0  # the entry does not place a batch of this segment: walk from its start
         end_position = tail.end_position if tail is not None and i == last_i else segment.size_bytes

@@ -30,11 +30,11 @@ from seglog.engine.offline.findings import LOG_HINT, Check, Finding, Severity
 from seglog.engine.offline.indexes import dump_index
 from seglog.engine.offline.listing import SegmentInfo, open_log, segment_reader
 from seglog.indexes.time_index import NO_TIMESTAMP
-from seglog.segments.batch import HEADER_SIZE, BatchHeader, ScanStop, header_problem, read_header
+from seglog.segments.batch import HEADER_SIZE, BatchHeader, ScanStop, header_problem, read_header, time_entry_problem
 from seglog.segments.errors import CorruptRecordError
 from seglog.segments.fileio import SegmentFile
 from seglog.segments.files import INDEX_SUFFIX, base_offset_of
-from seglog.segments.reader import CHUNK_BYTES
+from seglog.segments.reader import CHUNK_BYTES, BatchReader
 
 __all__ = [
     "LogEnd",
@@ -242,6 +242,30 @@ def trusted_index_position(seg: SegmentInfo, target: int | None, max_batch_bytes
     if header is not None and header.base_offset <= offset <= header.last_offset:
         return position, header.base_offset
     return 0, seg.base_offset
+
+
+def time_entry_holds(seg: SegmentInfo, entry: tuple[int, int], max_batch_bytes: int) -> bool:
+    """Whether a time-index entry ``(T, o)`` holds: the batch ending at offset ``o`` has largest timestamp ``T``.
+
+    The engine's rule at use (``seglog.segments.batch.time_entry_problem``):
+    a time lookup that starts from an entry that lies would skip records, and
+    a segment's last entry is its largest timestamp, which decides whether a
+    lookup looks in it at all. The walk starts at the offset index's entry for
+    ``o`` (:func:`trusted_index_position`).
+    """
+    timestamp, offset = entry
+    position, first = trusted_index_position(seg, offset, max_batch_bytes)
+    try:
+        with open_log(seg.log_path) as log:
+            reader = BatchReader(log.pread_in_thread, end=log.size, base_offset=seg.base_offset, start=position,
+                                 first_offset=first, max_batch_bytes=max_batch_bytes, verify=False,
+                                 path=seg.log_path)
+            for _, header in reader:
+                if header.last_offset >= offset:
+                    return time_entry_problem(header, timestamp, offset) is None
+    except (StorageError, CorruptRecordError):
+        return False
+    return False
 
 
 class LogEnd(NamedTuple):

@@ -18,7 +18,7 @@ from pathlib import Path
 from seglog.engine._fs import CLEAN_SHUTDOWN_FILE, TOPIC_FILE
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from seglog.engine.errors import StorageError
-from seglog.engine.groups import decode_group_file, is_group_file_name
+from seglog.engine.groups import read_store
 from seglog.engine.names import parse_partition_dir
 from seglog.engine.offline.dump import dump_log
 from seglog.engine.offline.findings import Check, Finding, Severity
@@ -237,7 +237,7 @@ def verify(
     carries the largest timestamp up to its offset; index lengths are whole
     entries and untrimmed slots are reported; orphan index files; the
     transaction index; ``topic.json`` files; the checkpoint files parse and do
-    not point beyond a partition's log end; consumer-group files parse.
+    not point beyond a partition's log end; the group store parses.
     ``deep`` also decodes every record (Kafka's ``--deep-iteration``);
     ``since_ms`` checks only the segments with a file modified at or after that
     time (epoch ms; the others count as ``segments_skipped``). Opens every file
@@ -296,15 +296,13 @@ def _verify_checkpoints(v: _Verifier, root: Path, ranges: dict[tuple[str, int], 
 
 
 def _verify_groups(v: _Verifier, root: Path) -> None:
-    gdir = root / GROUPS_DIR
-    if not gdir.is_dir():
+    path = root / GROUPS_DIR
+    try:
+        image = read_store(root)
+    except StorageError as exc:
+        v.add(Severity.WARNING, Check.GROUP_FILE, path, f"unreadable group store ({exc}); the groups start over")
         return
-    for name in list_names(gdir):
-        path = gdir / name
-        if not is_group_file_name(name):
-            continue
-        try:
-            decode_group_file(path.read_bytes())
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            v.add(Severity.WARNING, Check.GROUP_FILE, path,
-                  f"unreadable group offsets file ({exc}); the engine skips it and the group starts over")
+    for problem in image.problems:
+        v.add(Severity.WARNING, Check.GROUP_FILE, path,
+              f"{problem} (the engine skips what is damaged; those commits are lost, their groups resume from "
+              "earlier ones or start over)")

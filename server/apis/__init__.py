@@ -22,11 +22,20 @@ from seglog.server.apis import (
     create_topics,
     delete_topics,
     describe_configs,
+    describe_groups,
     fetch,
+    find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_fetch,
     produce,
+    sync_group,
 )
 from seglog.server.broker import Broker
 from seglog.server.protocol import DecodedRequest
@@ -55,7 +64,8 @@ APIS: Final[dict[int, Api]] = {
     api.key: api
     for api in sorted(
         (_api(m) for m in (produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
-                           init_producer_id, describe_configs)),
+                           init_producer_id, describe_configs, find_coordinator, join_group, sync_group, heartbeat,
+                           leave_group, offset_commit, offset_fetch, list_groups, describe_groups)),
         key=lambda a: a.key,
     )
 }

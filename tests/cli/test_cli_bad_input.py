@@ -117,6 +117,7 @@ def test_dump_of_a_directory_without_segments_or_a_missing_path_is_a_usage_error
 # failure happens while the command runs (and the test checks that it did).
 _DELETE_WITH_A_FAILING_REMOVAL = textwrap.dedent("""
     import asyncio, errno, shutil, sys
+    from seglog.engine.background import BackgroundWork
     from seglog.engine.engine import Engine
     from seglog.tools.cli import main
 
@@ -125,10 +126,10 @@ _DELETE_WITH_A_FAILING_REMOVAL = textwrap.dedent("""
 
     shutil.rmtree = rmtree_out_of_descriptors
     removals = []
-    real_spawn, real_delete_topic = Engine._spawn, Engine.delete_topic
+    real_spawn, real_delete_topic = BackgroundWork.spawn, Engine.delete_topic
 
-    def spawn_and_note_removals(self, coro, *, name):
-        real_spawn(self, coro, name=name)
+    def spawn_and_note_removals(self, coro, name):
+        real_spawn(self, coro, name)
         if name.startswith("seglog-remove"):
             removals.extend(t for t in self._tasks if t.get_name() == name)
 
@@ -138,7 +139,7 @@ _DELETE_WITH_A_FAILING_REMOVAL = textwrap.dedent("""
             sys.exit("delete_topic started no background removal: the failure this test needs did not happen")
         await asyncio.wait(removals)
 
-    Engine._spawn = spawn_and_note_removals
+    BackgroundWork.spawn = spawn_and_note_removals
     Engine.delete_topic = delete_topic_then_wait_for_the_removal
     sys.exit(main(sys.argv[1:]))
 """)

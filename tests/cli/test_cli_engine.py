@@ -7,7 +7,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -219,12 +218,13 @@ def test_recover_dry_run_predicts_what_recover_does(cli: Cli, data: Path, monkey
     truncate(last.log_path, positions[-1] + 7)  # a torn write
     plan = json.loads(cli("recover", data, "--dry-run", "--json").out)
     p1 = next(p for p in plan["partitions"] if p["partition"] == 1)
-    assert p1["segments"][-1]["action"] == "truncate" and p1["segments"][-1]["truncate_to"] == positions[-1]
+    assert p1["segments"][-1]["action"] == "truncate" and p1["segments"][-1]["valid_bytes"] == positions[-1]
     r = cli("recover", data, "--json")
     assert r.code == 0, r
+    assert json.loads(r.out)["partitions"] == plan["partitions"]  # what the dry run said, segment by segment
     assert offline.verify(data).ok
     after = {p.partition: p.log_end_offset for p in offline.describe_log_dir(data).partitions}
-    assert after[1] == p1["log_end_offset_after"]
+    assert after[1] == p1["log_end_offset"]
 
 
 # ------------------------------------------------------------------------------------------ real processes
@@ -238,17 +238,20 @@ def test_produce_and_consume_through_real_processes(data: Path) -> None:
 
 
 def test_consume_follow_sees_appends_from_another_process(data: Path) -> None:
+    # From the log end: the follower can only print records appended after it said it follows.
     follower = subprocess.Popen(
-        [*seglog_command(), "consume", "orders", "-p", "0", "--follow", "--poll-ms", "50", "-n", "2",
-         "--log-dir", str(data)],
+        [*seglog_command(), "consume", "orders", "-p", "0", "--from", "latest", "--follow", "--poll-ms", "50",
+         "-n", "2", "--log-dir", str(data)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
     )
     try:
-        time.sleep(0.5)
+        assert follower.stderr is not None
+        said = follower.stderr.readline()
+        assert said.startswith(b"following orders"), said  # it has read to the end and polls
         assert follower.poll() is None  # still waiting: nothing to read yet
         p = run_seglog("produce", "orders", "--log-dir", data, "--partition", "0", stdin=b"x\ny\n")
         assert p.returncode == 0
-        out, err = follower.communicate(timeout=30)
+        out, err = follower.communicate(timeout=60)
     finally:
         if follower.poll() is None:
             follower.kill()

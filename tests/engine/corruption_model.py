@@ -678,7 +678,8 @@ def txn_index_plant(site: Site) -> Damage | None:
     return Damage("txnindex.plant", f"{d.name}/{path.name}: {how}")
 
 
-# The clean-shutdown record (text, one line per partition: topic partition end bytes timestamp bases).
+# The clean-shutdown record (text, one line per partition: topic partition end bytes timestamp bases, and
+# from version 2 on each segment's bytes).
 
 
 def _read_clean_record(root: Path) -> list[list[str]] | None:
@@ -692,7 +693,8 @@ def _read_clean_record(root: Path) -> list[list[str]] | None:
 
 
 def _write_clean_record(root: Path, rows: list[list[str]]) -> None:
-    text = "\n".join(["1", str(len(rows))] + [" ".join(r) for r in rows]) + "\n"
+    version = "2" if rows and len(rows[0]) == 7 else "1"  # the lines say which version they are
+    text = "\n".join([version, str(len(rows))] + [" ".join(r) for r in rows]) + "\n"
     (root / ".clean-shutdown").write_bytes(text.encode("ascii"))
 
 
@@ -720,10 +722,16 @@ def clean_shutdown_lie(site: Site) -> Damage | None:
     i = site.rng.randrange(len(rows))
     row = rows[i]
     bases = row[5].split(",")
+    # A version 2 line also holds each segment's bytes: edited along, so that the lie stays well-formed.
+    sizes = row[6].split(",") if len(row) == 7 and row[6] != "-" else None
     if how == "omit_first" and len(bases) > 1:
         row[5] = ",".join(bases[1:])
+        if sizes is not None:
+            row[3], row[6] = str(int(row[3]) - int(sizes[0])), ",".join(sizes[1:])
     elif how == "omit_last" and len(bases) > 1:
         row[5] = ",".join(bases[:-1])
+        if sizes is not None:
+            row[3], row[6] = str(int(row[3]) - int(sizes[-1])), ",".join(sizes[:-1])
     elif how == "end_up":
         row[2] = str(int(row[2]) + site.rng.randint(1, 50))
     elif how == "end_down":
@@ -732,6 +740,8 @@ def clean_shutdown_lie(site: Site) -> Damage | None:
         extra = int(bases[-1]) + site.rng.randint(1, 5)
         row[5] = ",".join([*bases, str(extra)])
         row[2] = str(max(int(row[2]), extra))
+        if sizes is not None:
+            row[6] = ",".join([*sizes, "0"])
     else:
         how = "true" if how == "true" else how + " (not applicable: unchanged)"
     _write_clean_record(site.root, rows)
@@ -839,7 +849,7 @@ def _group_file(site: Site) -> Path | None:
     d = site.root / "consumer-offsets"
     if not d.is_dir():
         return None
-    files = sorted(p for p in d.iterdir() if p.name.endswith(".json"))
+    files = sorted(p for p in d.iterdir() if p.name.endswith((".json", ".log")))
     return site.rng.choice(files) if files else None
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from seglog.engine import PartitionLog, Record
+from seglog.engine import AppendResult, PartitionLog, Record
+from seglog.segments.faults import GatedOps
 
 
 async def read_all(log: PartitionLog, max_bytes: int = 1 << 20) -> list[Record]:
@@ -38,3 +43,34 @@ def break_first_segment(partition_dir: Path) -> Path:
     bad.unlink()
     bad.mkdir()
     return bad
+
+
+async def reach(condition: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
+    """Let the loop run until ``condition()`` holds; fail the test, naming ``what``, if it never does.
+
+    For a state a task reaches without signalling it (a close waiting for the writer): the test
+    goes on once the state is there, however slow the machine, and fails if it never comes.
+    """
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {within_s} s: {what}")
+        await asyncio.sleep(0.001)
+
+
+@contextlib.asynccontextmanager
+async def writer_held(log: PartitionLog, ops: GatedOps) -> AsyncIterator[asyncio.Future[AppendResult]]:
+    """Inside the block, ``log``'s writer is stuck in the pwritev of one append (``b"blocker"``).
+
+    Appends made inside the block stay queued behind it, neither taken by the writer nor encoded
+    nor written, until the block ends (it then waits for the blocker's result). ``ops`` must be
+    the FileOps the partition's active segment was opened with (``use_ops`` around the engine).
+    """
+    writing = ops.gate("pwritev", path_contains=".log")
+    blocker = asyncio.ensure_future(log.append([Record(b"blocker")]))
+    try:
+        await writing.reached()
+        yield blocker
+    finally:
+        writing.release()
+        await blocker

@@ -30,14 +30,15 @@ async def test_a_failed_removal_of_a_deleted_topic_is_logged_once_without_a_trac
     async with Engine.open(tmp_path) as engine:
         await engine.create_topic("t", partitions=2)
         removals: list[asyncio.Task[None]] = []
-        spawn = engine._spawn
+        work = engine._background
+        spawn = work.spawn
 
-        def spawn_and_note_removals(coro: Any, *, name: str) -> None:
-            spawn(coro, name=name)
+        def spawn_and_note_removals(coro: Any, name: str) -> None:
+            spawn(coro, name)
             if name.startswith("seglog-remove"):
-                removals.extend(t for t in engine._tasks if t.get_name() == name)
+                removals.extend(t for t in work._tasks if t.get_name() == name)
 
-        monkeypatch.setattr(engine, "_spawn", spawn_and_note_removals)
+        monkeypatch.setattr(work, "spawn", spawn_and_note_removals)
         await engine.delete_topic("t")
         assert len(removals) == 2  # the background work this test is about did start
         await asyncio.wait(removals)

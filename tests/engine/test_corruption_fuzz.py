@@ -17,12 +17,8 @@ damage explains) are documented in ``corruption_model.py``.
 Reproducible: trial ``i`` uses seed ``i``; a failure prints each bad trial's seed, template,
 damage and the rules it broke. ``SEGLOG_FUZZ_SEED=N`` runs only seed N,
 ``SEGLOG_FUZZ_TRIALS=N`` runs seeds 0..N-1 (default 320), ``SEGLOG_FUZZ_REPORT=FILE`` appends
-one JSON line per trial (seed, damage, outcome, findings) for a baseline count.
-
-Issue 18 (the storage core trusts files it should check) makes some trials fail today. While it
-is open, the trial chunks carry the ``fuzz_known_bad`` marker: a chunk with failing trials is
-reported as XFAIL with the list of them, instead of failing the suite. Remove the marker when
-that work lands (every trial must then pass); ``SEGLOG_FUZZ_STRICT=1`` ignores it now.
+one JSON line per trial (seed, damage, outcome, findings) for a baseline count. Every trial must
+pass: a failing one fails its chunk with every finding.
 """
 
 from __future__ import annotations
@@ -56,7 +52,6 @@ from seglog.engine.errors import SeglogError
 TRIALS = int(os.environ.get("SEGLOG_FUZZ_TRIALS", "64" if os.environ.get("SEGLOG_PURE_PYTHON") == "1" else "320"))
 CHUNK = 16  # trials per test, so pytest shows progress
 ONE_SEED = os.environ.get("SEGLOG_FUZZ_SEED")
-STRICT = os.environ.get("SEGLOG_FUZZ_STRICT") == "1"
 
 
 def _chunks() -> list[list[int]]:
@@ -145,27 +140,19 @@ def _hit(offset: int, timestamp: int) -> OffsetAndTimestamp:
     return OffsetAndTimestamp(offset, timestamp)
 
 
-def _settle(request: pytest.FixtureRequest, failed: list[TrialReport], total: int,
-            rerun: str = "SEGLOG_FUZZ_SEED=N reruns one") -> None:
-    """Fail with the list of bad trials, or (while ``fuzz_known_bad`` marks the test) report them as XFAIL."""
+def _settle(failed: list[TrialReport], total: int, rerun: str = "SEGLOG_FUZZ_SEED=N reruns one") -> None:
+    """Fail with the list of bad trials and every finding they made."""
     if not failed:
         return
     print("\n".join(r.summary(limit=50) for r in failed))  # every finding, shown with a failure
-    if request.node.get_closest_marker("fuzz_known_bad") is not None and not STRICT:
-        # One line per test in the summary: which trials, and which rules they broke.
-        which = ", ".join(f"{'control' if r.seed < 0 else r.seed} {'/'.join(sorted(r.obs.categories))}"
-                          for r in failed)
-        pytest.xfail(f"issue 18, known bad: {len(failed)} of {total} trials broke a rule ({which}); "
-                     f"{rerun}, SEGLOG_FUZZ_STRICT=1 shows the findings")
     lines = "\n".join(r.summary() for r in failed)
     pytest.fail(f"{len(failed)} of {total} trials broke a rule ({rerun}):\n{lines}", pytrace=False)
 
 
-@pytest.mark.fuzz_known_bad
 @pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
 @pytest.mark.parametrize("shape", range(SHAPES))
 async def test_undamaged_templates_are_served_exactly(
-    shape: int, clean: bool, templates: Templates, tmp_path: Path, request: pytest.FixtureRequest
+    shape: int, clean: bool, templates: Templates, tmp_path: Path
 ) -> None:
     """The oracle's own control: with no damage at all, every rule holds and the log is served exactly."""
     template = (await templates.get(shape))[0 if clean else 1]
@@ -173,15 +160,14 @@ async def test_undamaged_templates_are_served_exactly(
     shutil.copytree(template.path, path)
     obs = await judge_directory(template, path, [], random.Random(shape))
     report = TrialReport(-1, template.describe(), [], obs)
-    _settle(request, [report] if report.failed else [], 1, "no damage: the oracle's control")
+    _settle([report] if report.failed else [], 1, "no damage: the oracle's control")
     assert obs.outcome == "exact", (obs.errors, obs.losses)
 
 
-@pytest.mark.fuzz_known_bad
 @pytest.mark.parametrize("seeds", _chunks(), ids=lambda seeds: f"seeds{seeds[0]}-{seeds[-1]}")
 async def test_damaged_directories_serve_only_their_own_records(
-    seeds: list[int], templates: Templates, tmp_path: Path, request: pytest.FixtureRequest
+    seeds: list[int], templates: Templates, tmp_path: Path
 ) -> None:
     reports = [await run_trial(seed, templates.get, tmp_path) for seed in seeds]
     _report(reports)
-    _settle(request, [r for r in reports if r.failed], len(reports))
+    _settle([r for r in reports if r.failed], len(reports))

@@ -14,14 +14,13 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from seglog.engine import Engine, LogConfig, Record, errors
 from seglog.engine.testing import partition_records
-from seglog.segments.faults import FailingOps, PowerLossOps
+from seglog.segments.faults import FailingOps, GatedOps, PowerLossOps
 from seglog.segments.fileio import use_ops
 
 WRITER = r"""
@@ -66,8 +65,10 @@ def _expected_values(tag: str, count: int) -> list[bytes]:
 
 
 def _run_and_kill(
-    path: Path, run_id: str, kill_after_s: float, flush_messages: int, callers: int = 1
+    path: Path, run_id: str, kill_after_acks: int, flush_messages: int, callers: int = 1
 ) -> list[tuple[int, int, int, str]]:
+    # Killed after a number of acknowledgements, not after a time: on a busy machine a timed kill may
+    # come before the writer has done anything worth checking.
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path), run_id, str(flush_messages), str(callers)],
         stdout=subprocess.PIPE,
@@ -77,11 +78,17 @@ def _run_and_kill(
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert first.strip() == "ready", proc.stderr.read() if proc.stderr else first
-    time.sleep(kill_after_s)
+    lines = []
+    while len(lines) < kill_after_acks:
+        line = proc.stdout.readline()
+        if not line:
+            break  # the writer died: its stderr says why, below
+        lines.append(line)
     proc.send_signal(signal.SIGKILL)
-    out, _ = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=60)
+    assert len(lines) == kill_after_acks, f"the writer stopped after {len(lines)} acknowledgements: {err}"
     acks = []
-    for line in out.splitlines():
+    for line in [*lines, *out.splitlines()]:
         parts = line.split()
         if len(parts) == 5 and parts[0] == "ack":  # a line cut by the kill is not an ack
             acks.append((int(parts[1]), int(parts[2]), int(parts[3]), parts[4]))
@@ -95,7 +102,7 @@ async def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, flush_messages
     acked: list[tuple[int, int, int, str]] = []
     for run in range(4):
         acked += await asyncio.to_thread(
-            _run_and_kill, tmp_path, f"r{run}", rng.uniform(0.3, 0.9), flush_messages, callers
+            _run_and_kill, tmp_path, f"r{run}", rng.randrange(20, 400), flush_messages, callers
         )
         async with Engine.open(tmp_path) as engine:
             assert not engine.had_clean_shutdown
@@ -109,7 +116,6 @@ async def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, flush_messages
                     want = _expected_values(tag, last - first + 1)
                     got = [by_offset.get(o) for o in range(first, last + 1)]
                     assert got == want, f"run {run}: acked batch {tag} at {first}..{last} lost or changed"
-    assert len(acked) > 20, "the writer should have acknowledged a fair number of batches"
 
 
 async def _crash(engine: Engine) -> None:
@@ -140,9 +146,9 @@ async def test_power_loss_keeps_fsynced_appends_that_shared_a_batch(tmp_path: Pa
     # flush_messages=1 with concurrent callers: their small appends are merged into one batch and
     # fsynced once; every caller that got its result must find its records after a power loss,
     # and appends still in flight when the power went may be gone, whole.
-    ops = PowerLossOps()
+    power = PowerLossOps()
     config = DURABLE_SMALL
-    with use_ops(ops):
+    with GatedOps(power) as ops, use_ops(ops):
         engine = await Engine.open(tmp_path, config)
         await engine.create_topic("t")
         log = engine.log("t")
@@ -150,17 +156,20 @@ async def test_power_loss_keeps_fsynced_appends_that_shared_a_batch(tmp_path: Pa
         for wave in range(6):
             results = await asyncio.gather(*(log.append([Record(b"%d-%d" % (wave, i))]) for i in range(10)))
             acked.update({r.first_offset: b"%d-%d" % (wave, i) for i, r in enumerate(results)})
+        syncing = ops.gate("fdatasync", path_contains=".log")
         in_flight = [asyncio.ensure_future(log.append([Record(b"late-%d" % i)])) for i in range(5)]
-        await asyncio.sleep(0)  # queued, maybe taken by the writer, not acknowledged
+        await syncing.reached()  # the late appends are written, not yet fsynced: the power goes now
+        assert not any(task.done() for task in in_flight)
+        power.power_fail(torn_bytes=7)
+        syncing.release()
         await _crash(engine)
         await asyncio.gather(*in_flight, return_exceptions=True)
-        ops.power_fail(torn_bytes=7)
     async with Engine.open(tmp_path, config) as engine:
         records = await partition_records(engine.log("t"))
         stored = {r.offset: r.value for r in records}
         assert all(stored.get(offset) == value for offset, value in acked.items())
         assert [r.offset for r in records] == list(range(len(records)))
-        assert len(records) in (60, 65)  # the late batch is there whole or not at all
+        assert len(records) == 60  # the late batch, never synced, is gone whole (its torn head cut)
 
 
 async def test_power_loss_without_fsync_never_corrupts(tmp_path: Path) -> None:
@@ -314,9 +323,9 @@ async def test_an_index_with_positions_out_of_order_is_never_fatal_to_a_read(
                 assert (first.offset, first.value) == (offset, b"v%d" % (offset // 3) * 20)
             found = await log.offset_for_timestamp((await log.read(offset, 1)).records[0].timestamp or 0)
             assert found is not None and found.offset <= offset
-    # Said once for the file (with what to do), not once per read that met the bad entry.
+    # Said once for the file (and the indexes rebuilt), not once per read that met the bad entry.
     warnings = [r for r in caplog.records if "offset index places" in r.getMessage()]
-    assert len(warnings) == 1 and "seglog recover" in warnings[0].getMessage()
+    assert len(warnings) == 1 and "rebuilding the indexes" in warnings[0].getMessage()
 
 
 async def test_an_index_pointing_at_the_wrong_bytes_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from enginehelpers import reach
 
 from seglog import engine
 from seglog.engine import (
@@ -20,6 +21,8 @@ from seglog.engine import (
     errors,
 )
 from seglog.engine.partitioner import partition_for_key
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import use_ops
 
 SMALL = LogConfig(segment_bytes=4096, segment_index_bytes=1024, index_interval_bytes=256)
 
@@ -42,7 +45,7 @@ def test_public_names_are_pinned() -> None:
     assert set(engine.__all__) == {
         "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "AppendResult", "Engine", "FetchResult",
         "LogConfig", "OffsetAndTimestamp", "PartitionLog", "Record", "RecordMetadata", "RecoveryProgress",
-        "errors", "run",
+        "errors", "run", "ConsumerRecord", "GroupConsumer", "TopicPartition",
     }
     for name in [
         "InvalidTopicError", "TopicExistsError", "UnknownTopicOrPartitionError", "OffsetOutOfRangeError",
@@ -228,13 +231,13 @@ async def test_subscribe_waits_for_new_records_and_ends_on_close(tmp_path: Path)
             seen.append(rec.value)
 
     task = asyncio.create_task(consume())
-    await asyncio.sleep(0.05)
-    assert seen == [b"0"]
+    await reach(lambda: seen == [b"0"], "the subscriber got the record that was there")
+    await reach(lambda: bool(log._data_waiters), "the subscriber waits for new records")
     await log.append([Record(b"1"), Record(b"2")])
-    await asyncio.sleep(0.05)
+    await reach(lambda: len(seen) == 3, "the subscriber got the new records")
     assert seen == [b"0", b"1", b"2"]
     await eng.close()
-    await asyncio.wait_for(task, 2)
+    await asyncio.wait_for(task, 30)  # a bound for a hang, not an ordering: close ends the subscription
 
 
 async def test_concurrent_appends_are_grouped_and_contiguous(tmp_path: Path) -> None:
@@ -251,16 +254,20 @@ async def test_concurrent_appends_are_grouped_and_contiguous(tmp_path: Path) -> 
 
 
 async def test_cancelled_appends_leave_no_partial_batch(tmp_path: Path) -> None:
-    async with Engine.open(tmp_path) as eng:
-        await eng.create_topic("t")
-        log = eng.log("t")
-        tasks = [asyncio.create_task(log.append([Record(b"%d" % i)] * 5)) for i in range(50)]
-        await asyncio.sleep(0)
-        for t in tasks[::3]:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        got = await read_all(log)
-        assert len(got) % 5 == 0 and log.log_end_offset == len(got)
+    with GatedOps() as ops, use_ops(ops):
+        async with Engine.open(tmp_path) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            writing = ops.gate("pwritev", path_contains=".log")
+            tasks = [asyncio.create_task(log.append([Record(b"%d" % i)] * 5)) for i in range(50)]
+            await writing.reached()
+            assert not log._pending, "the writer took every append into the write in flight"
+            for t in tasks[::3]:
+                t.cancel()  # cancelled while their records are being written
+            writing.release()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            got = await read_all(log)
+            assert len(got) == 250 and log.log_end_offset == len(got)  # a write once started is whole
         # Every batch is whole: five equal values in a row.
         for i in range(0, len(got), 5):
             assert len(set(values(got[i : i + 5]))) == 1
@@ -331,7 +338,7 @@ async def test_retention_by_size_and_time(tmp_path: Path) -> None:
         assert old.log_start_offset == 3 and old.log_end_offset == 3 and old.segment_count == 1
         res = await old.append([Record(b"new")])
         assert res.first_offset == 3
-        await asyncio.sleep(0.05)
+        await reach(lambda: not eng._background._doomed, "the deletions (file.delete.delay.ms=0) ran in the background")
     leftovers = [p.name for p in (tmp_path / "old-0").iterdir() if p.name.endswith(".deleted")]
     assert leftovers == []
 
@@ -436,9 +443,13 @@ async def test_readers_and_subscribers_beside_concurrent_appenders(tmp_path: Pat
                 await log.append([Record(b"%d:%d:%d" % (who, i, j)) for j in range(1 + i % 4)])
 
         async def read_loop() -> int:
+            # Reads until it has read all 600 records (starting over whenever it catches up), so it
+            # checks the log while the producers append, however the tasks are scheduled.
             checks = offset = 0
-            while log.log_end_offset < 600:
+            read_to_end = False
+            while not read_to_end:
                 if offset >= log.log_end_offset:
+                    read_to_end = offset >= 600
                     offset = 0
                     await asyncio.sleep(0.001)
                     continue
@@ -460,7 +471,7 @@ async def test_readers_and_subscribers_beside_concurrent_appenders(tmp_path: Pat
 
         sub = asyncio.create_task(subscriber())
         results = await asyncio.gather(*(produce(w) for w in range(4)), read_loop(), read_loop())
-        await asyncio.wait_for(sub, 10)
+        await asyncio.wait_for(sub, 60)  # a bound for a hang: the subscriber stops at 600 records
         assert all(n > 0 for n in results[4:])
         assert log.log_end_offset == 600 and log.segment_count > 1
         assert [r.offset for r in seen] == list(range(600))

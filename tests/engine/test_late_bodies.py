@@ -14,14 +14,14 @@ import threading
 from pathlib import Path
 
 import pytest
-from enginehelpers import read_all
+from enginehelpers import reach, read_all, writer_held
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record, errors
 from seglog.engine.config import LOG_APPEND_TIME
 from seglog.engine.log import LATE_BODY_BYTES, LATE_BODY_RECORD_BYTES, LATE_BODY_RECORDS
 from seglog.segments import batch as batch_module
 from seglog.segments.batch import scan_batches
-from seglog.segments.faults import FailingOps
+from seglog.segments.faults import FailingOps, GatedOps
 from seglog.segments.fileio import use_ops
 
 needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
@@ -87,17 +87,19 @@ async def test_large_records_are_stored_as_given_with_valid_crcs(
 
 @needs_c
 async def test_a_caller_reusing_its_list_while_it_waits_changes_nothing_stored(tmp_path: Path) -> None:
-    async with Engine.open(tmp_path, BIG) as eng:
-        await eng.create_topic("t")
-        log = eng.log("t")
-        records = big_batch(b"a")
-        expected = [r.value for r in records]
-        task = asyncio.ensure_future(log.append(records))
-        await asyncio.sleep(0)  # the append is planned and queued; its body is not written yet
-        records[:] = [Record(b"other")] * len(records)
-        await task
-        assert [r.value for r in await read_all(log, 8 << 20)] == expected
-        assert verify_files(log) == COUNT
+    with GatedOps() as ops, use_ops(ops):
+        async with Engine.open(tmp_path, BIG) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            records = big_batch(b"a")
+            expected = [r.value for r in records]
+            async with writer_held(log, ops):
+                task = asyncio.ensure_future(log.append(records))
+                await reach(lambda: len(log._pending) == 1, "the append is planned and queued; its body is not made")
+                records[:] = [Record(b"other")] * len(records)
+            await task
+            assert [r.value for r in await read_all(log, 8 << 20)] == [b"blocker", *expected]
+            assert verify_files(log) == COUNT + 1
 
 
 @needs_c

@@ -23,6 +23,8 @@ from enginehelpers import break_first_segment, open_log_files_under
 
 from seglog.engine import Engine, LogConfig, Record, errors
 from seglog.engine.checkpoints import ClosedPartition, format_clean_shutdown, parse_clean_shutdown
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import use_ops
 
 PARTITIONS = 3
 
@@ -124,14 +126,17 @@ async def test_concurrent_first_callers_share_one_open(tmp_path: Path) -> None:
 
 async def test_a_cancelled_first_caller_does_not_break_the_open(tmp_path: Path) -> None:
     await fill(tmp_path)
-    async with Engine.open(tmp_path) as engine:
-        log = engine.log("t", 0)
-        task = asyncio.ensure_future(log.read(0))
-        await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert (await log.read(0)).records[0].value == b"p0-s0-0"
+    with GatedOps() as ops, use_ops(ops):
+        async with Engine.open(tmp_path) as engine:
+            log = engine.log("t", 0)
+            opening = ops.gate("open", path_contains=f"t-0{os.sep}")
+            task = asyncio.ensure_future(log.read(0))
+            await opening.reached()  # the open of partition 0's files is under way
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            opening.release()
+            assert (await log.read(0)).records[0].value == b"p0-s0-0"
     assert open_log_files_under(tmp_path) == []
 
 
@@ -145,7 +150,10 @@ async def test_a_partition_whose_files_fail_fails_its_first_use_only(tmp_path: P
         assert (await engine.log("t", 0).read(0)).records  # the others work
         bad.rmdir()
         bad.touch()  # "repaired" (emptied) meanwhile: the next call opens it; offsets 0-2 are gone
-        assert (await engine.log("t", 1).read(2)).records[0].offset == 3
+        with pytest.raises(errors.OffsetOutOfRangeError):  # the log starts after them, never jumps over them
+            await engine.log("t", 1).read(2)
+        assert engine.log("t", 1).log_start_offset == 3
+        assert (await engine.log("t", 1).read(3)).records[0].offset == 3
     assert open_log_files_under(tmp_path) == []
 
 
@@ -206,14 +214,23 @@ asyncio.run(main())
 
 def test_the_record_format_round_trips_and_refuses_what_cannot_be_true() -> None:
     record = {
-        ("orders", 0): ClosedPartition(1234, 56789, 1_700_000_000_000, (0, 800)),
-        ("a.b_c-d", 7): ClosedPartition(0, 0, 5, (0,)),
+        ("orders", 0): ClosedPartition(1234, 56789, 1_700_000_000_000, (0, 800), (30100, 26689)),
+        ("a.b_c-d", 7): ClosedPartition(0, 0, 5, (0,), (0,)),
+        ("v1", 0): ClosedPartition(9, 10, 5, (0,)),  # carried over from a version 1 record: no sizes
     }
     data = format_clean_shutdown(record)
-    assert data == b"1\n2\na.b_c-d 7 0 0 5 0\norders 0 1234 56789 1700000000000 0,800\n"
+    assert data == (b"2\n3\na.b_c-d 7 0 0 5 0 0\norders 0 1234 56789 1700000000000 0,800 30100,26689\n"
+                    b"v1 0 9 10 5 0 -\n")
     assert parse_clean_shutdown(data) == record
+    assert parse_clean_shutdown(b"1\n1\norders 0 1234 56789 1700000000000 0,800\n") == {  # seglog 0.3's
+        ("orders", 0): ClosedPartition(1234, 56789, 1_700_000_000_000, (0, 800))
+    }
     assert parse_clean_shutdown(b"") == {}
     for bad in (
+        b"2\n1\nt 0 1 1 0 0\n",  # version 2 without the sizes
+        b"2\n1\nt 0 9 10 0 0,5 4\n",  # a size per segment
+        b"2\n1\nt 0 9 10 0 0,5 4,5\n",  # sizes that do not add up to the bytes
+        b"1\n1\nt 0 9 10 0 0,5 4,6\n",  # version 1 with sizes
         b"0\n1\nt 0 1 1 0 0\n",  # another version
         b"1\n2\nt 0 1 1 0 0\n",  # count
         b"1\n1\nt 0 1 1 0\n",  # a field missing

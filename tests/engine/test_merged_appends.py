@@ -14,11 +14,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from enginehelpers import read_all
+from enginehelpers import reach, read_all, writer_held
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record, errors
 from seglog.engine.log import SMALL_APPEND_RECORDS
 from seglog.segments.batch import BatchHeader, scan_batches
+from seglog.segments.faults import GatedOps
+from seglog.segments.fileio import use_ops
 
 
 def batches_on_disk(log: PartitionLog) -> list[BatchHeader]:
@@ -73,31 +75,36 @@ async def test_only_the_caller_with_an_invalid_record_fails(tmp_path: Path) -> N
 
 
 async def test_a_caller_cancelled_before_the_write_is_not_written(tmp_path: Path) -> None:
-    async with Engine.open(tmp_path) as eng:
-        await eng.create_topic("t")
-        log = eng.log("t")
-        tasks = [asyncio.create_task(log.append([Record(b"%d" % i)])) for i in range(40)]
-        await asyncio.sleep(0)  # every append is queued; the writer has not run yet
-        for task in tasks[1::2]:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        written = {r.value for r in await read_all(log)}
-        for i, task in enumerate(tasks):
-            assert (b"%d" % i in written) == (not task.cancelled())
+    with GatedOps() as ops, use_ops(ops):
+        async with Engine.open(tmp_path) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            async with writer_held(log, ops):
+                tasks = [asyncio.create_task(log.append([Record(b"%d" % i)])) for i in range(40)]
+                await reach(lambda: len(log._pending) == 40, "every append is queued, none taken by the writer")
+                for task in tasks[1::2]:
+                    task.cancel()
+                await asyncio.gather(*tasks[1::2], return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
+            written = {r.value for r in await read_all(log)}
+            for i, task in enumerate(tasks):
+                assert (b"%d" % i in written) == (not task.cancelled())
 
 
 async def test_changing_the_list_after_the_call_does_not_change_what_is_written(tmp_path: Path) -> None:
-    async with Engine.open(tmp_path) as eng:
-        await eng.create_topic("t")
-        log = eng.log("t")
-        batch = [Record(b"first")]
-        pending = asyncio.ensure_future(log.append(batch))
-        await asyncio.sleep(0)  # queued, not yet encoded
-        batch[0] = Record(b"changed")
-        batch.append(Record(b"added"))
-        result = await pending
-        assert result.first_offset == result.last_offset == 0
-        assert [r.value for r in await read_all(log)] == [b"first"]
+    with GatedOps() as ops, use_ops(ops):
+        async with Engine.open(tmp_path) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            batch = [Record(b"first")]
+            async with writer_held(log, ops):
+                pending = asyncio.ensure_future(log.append(batch))
+                await reach(lambda: len(log._pending) == 1, "the append is queued, not yet encoded")
+                batch[0] = Record(b"changed")
+                batch.append(Record(b"added"))
+            result = await pending
+            assert result.first_offset == result.last_offset == 1  # after the blocker
+            assert [r.value for r in await read_all(log)] == [b"blocker", b"first"]
 
 
 async def test_a_merged_batch_never_exceeds_max_message_bytes(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""engine.offline: describe, dump, verify, recovery plan, lookup explanation and reads on hand-built files.
+"""engine.offline: describe, dump, verify, lookup explanation and reads on hand-built files (recovery: test_loader.py).
 
 The files are written with the batch codec and the index classes (tests/cli/segfiles.py)
 and then damaged byte by byte; every damage must come back as a typed finding naming
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog.engine import offline
+from seglog.engine import loader, offline
 from seglog.engine.errors import StorageError, UnknownTopicOrPartitionError
 from seglog.engine.offline import Check, Severity
 from seglog.indexes import OffsetIndex, TimeIndex, TransactionIndex
@@ -115,7 +115,7 @@ def test_verify_changes_nothing(tmp_path: Path) -> None:
     flip_byte(seg_path(tmp_path, "orders", 0, 12), 100)
     before = {p: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()}
     offline.verify(tmp_path, deep=True)
-    offline.plan_recovery(tmp_path, force=True)
+    loader.dry_run_recovery(tmp_path, force=True)
     after = {p: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()}
     assert before == after
 
@@ -336,7 +336,7 @@ def test_random_damage_is_a_finding_never_a_crash(
     else:
         append_bytes(target, data.draw(st.binary(min_size=1, max_size=200)))
     report = offline.verify(log_dir, deep=True)
-    offline.plan_recovery(log_dir, force=True)
+    loader.dry_run_recovery(log_dir, force=True)
     offline.describe_log_dir(log_dir)
     for f in report.findings:
         assert f.path.is_relative_to(log_dir) and f.message
@@ -403,65 +403,6 @@ def test_base_offset_of_and_segment_file_name() -> None:
     assert offline.base_offset_of("x/00000000000000000042.timeindex") == 42
     assert offline.base_offset_of("00000000000000000042.log.deleted") == 42
     assert offline.base_offset_of("42.log") is None
-
-
-# ----------------------------------------------------------------------------- recovery plan
-
-
-def test_plan_after_clean_shutdown_is_empty_unless_forced(tmp_path: Path) -> None:
-    simple_log_dir(tmp_path)
-    plan = offline.plan_recovery(tmp_path)
-    assert not plan.will_recover and all(p.segments == [] and p.removed_files == [] for p in plan.partitions)
-    forced = offline.plan_recovery(tmp_path, force=True)
-    assert forced.will_recover and forced.bytes_truncated == 0
-    p0 = forced.partitions[0]
-    # The recovery point (36) is the log end: only the segment holding it (the last) is scanned.
-    assert (p0.recovery_point, p0.segments_before, [s.base_offset for s in p0.segments]) == (36, 2, [24])
-    assert p0.segments[0].action == "keep" and p0.log_end_offset_after == 36
-    assert p0.segments[0].rebuilt_indexes == [
-        f"{24:020d}.index", f"{24:020d}.timeindex"]
-
-
-def test_plan_after_a_crash_truncates_and_deletes_what_follows(tmp_path: Path) -> None:
-    simple_log_dir(tmp_path, clean=False)
-    write_checkpoints(tmp_path, {("orders", 0): 5, ("orders", 1): 0}, clean=False)
-    log = seg_path(tmp_path, "orders", 0, 12)
-    positions = offline.scan_segment(log, max_batch_bytes=MAX, keep_batches=True).positions
-    flip_byte(log, positions[2] + 20)
-    plan = offline.plan_recovery(tmp_path)
-    assert plan.will_recover and not plan.clean_shutdown
-    p0 = {(p.topic, p.partition): p for p in plan.partitions}[("orders", 0)]
-    assert [(s.base_offset, s.action) for s in p0.segments] == [(0, "keep"), (12, "truncate"), (24, "delete")]
-    cut = p0.segments[1]
-    assert cut.truncate_to == positions[2] and "invalid batch" in cut.reason and cut.next_offset == 18
-    assert p0.log_end_offset_after == 18
-    deleted = seg_path(tmp_path, "orders", 0, 24).stat().st_size
-    assert plan.bytes_truncated == (log.stat().st_size - positions[2]) + deleted
-
-
-def test_plan_after_clean_shutdown_recovers_segments_missing_an_index(tmp_path: Path) -> None:
-    simple_log_dir(tmp_path)
-    seg_path(tmp_path, "orders", 0, 0, ".timeindex").unlink()
-    flip_byte(seg_path(tmp_path, "orders", 0, 0), 150)  # it is cut, but it is not after the recovery point
-    orphan = tmp_path / "orders-0" / f"{99:020d}.index"
-    orphan.write_bytes(b"")
-    leftover = tmp_path / "orders-1" / "topic.json.tmp"
-    leftover.write_bytes(b"")
-    plan = offline.plan_recovery(tmp_path)
-    assert plan.will_recover
-    p0, p1 = plan.partitions
-    assert [(s.base_offset, s.action) for s in p0.segments] == [(0, "truncate")]  # later segments kept
-    assert "index file is missing" in p0.segments[0].reason
-    assert p0.log_end_offset_after == 36
-    assert (p0.removed_files, p1.removed_files, p1.segments) == ([orphan], [leftover], [])
-
-
-def test_plan_ignores_an_unreadable_recovery_checkpoint(tmp_path: Path) -> None:
-    simple_log_dir(tmp_path, clean=False)
-    (tmp_path / "recovery-point-offset-checkpoint").write_bytes(b"garbage")
-    plan = offline.plan_recovery(tmp_path)
-    assert plan.recovery_checkpoint_problem is not None
-    assert all(p.recovery_point == 0 and p.segments_before == 0 for p in plan.partitions)
 
 
 # ----------------------------------------------------------------------------- explain
@@ -564,16 +505,17 @@ def test_offset_for_timestamp_and_sentinels(tmp_path: Path) -> None:
         offline.offset_for_timestamp(tmp_path, "t", 0, -4)
 
 
-def test_group_offsets_skips_unreadable_files(tmp_path: Path) -> None:
-    from seglog.engine.groups import encode_group_file, group_file_name
+def test_group_offsets_skips_unreadable_files_of_the_previous_format(tmp_path: Path) -> None:
+    from seglog.engine.groups import encode_legacy_group_file, legacy_group_file_name
 
     simple_log_dir(tmp_path)
     groups = tmp_path / "consumer-offsets"
     groups.mkdir()
-    (groups / group_file_name("billing")).write_bytes(encode_group_file("billing", {("orders", 0): 7}))
-    (groups / group_file_name("broken")).write_bytes(b"{")
+    (groups / legacy_group_file_name("billing")).write_bytes(encode_legacy_group_file("billing", {("orders", 0): 7}))
+    (groups / legacy_group_file_name("broken")).write_bytes(b"{")
     assert offline.group_offsets(tmp_path) == {"billing": {("orders", 0): 7}}
-    assert offline.describe_log_dir(tmp_path).groups == ["billing", "broken"]
+    # A group whose file does not parse has no offsets: it is not listed (verify names the file).
+    assert offline.describe_log_dir(tmp_path).groups == ["billing"]
 
 
 def test_an_unreadable_segment_is_a_finding(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Engine.open opens the segment files of LOAD_CHUNK partitions per executor hop.
+"""Engine.open opens the segment files of loader.LOAD_CHUNK partitions per executor hop.
 
 Whatever the chunking, every partition is loaded with its records, and a
 partition that cannot be opened fails the open without leaving the files of
@@ -15,7 +15,7 @@ import pytest
 from enginehelpers import open_log_files_under
 
 from seglog.engine import Engine, Record, errors
-from seglog.engine.engine import LOAD_CHUNK
+from seglog.engine.loader import LOAD_CHUNK
 
 PARTITIONS = LOAD_CHUNK + 6  # two chunks, the second one short
 

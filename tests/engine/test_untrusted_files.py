@@ -6,9 +6,6 @@ out, opens the directory again and holds the rule through the public API only (`
 only the records at the offsets asked for, a lookup answers from the records, an index or a
 clean-shutdown record that lies is not believed, and every refusal is a ``SeglogError``.
 ``test_corruption_fuzz.py`` does the same with random damage.
-
-The tests marked ``xfail(strict=True)`` fail on the storage core issue 18 restructures; they
-must pass (and lose the marker) when that work lands.
 """
 
 from __future__ import annotations
@@ -40,8 +37,6 @@ from seglog.engine.errors import CorruptRecordError, SeglogError
 TOPIC = "t"
 # Small segments: a 30-batch log has about ten of them, each with an index entry per batch.
 TOPIC_CONFIG = {"segment_bytes": 400, "index_interval_bytes": 0, "retention_ms": -1, "segment_ms": 1 << 62}
-
-ISSUE = "issue 18 (storage core trusts files it should check): "
 
 
 def _timestamp(offset: int) -> int:
@@ -102,6 +97,10 @@ async def served(log: PartitionLog, model: list[Record]) -> dict[int, Record | S
     """Read at every offset of ``log``; assert that each answer starts at the offset asked for and holds
     the model's records; returns what each offset gave (its record, or the SeglogError raised)."""
     out: dict[int, Record | SeglogError] = {}
+    with contextlib.suppress(SeglogError):
+        # After a clean stop a partition's files open at its first use, and its log start and end are
+        # then the files' (the clean-shutdown record's until then): read the range the files hold.
+        await library_call("read(start)", log.read(log.log_start_offset, 1))
     for offset in range(log.log_start_offset, log.log_end_offset):
         try:
             got = await library_call(f"read({offset})", log.read(offset, 1 << 20))
@@ -143,11 +142,15 @@ def omit_first_segment_from_clean_shutdown(path: Path) -> int:
     first = -1
     for line in lines:
         parts = line.split(" ")
-        if len(parts) == 6 and parts[0] == TOPIC:
+        if len(parts) in (6, 7) and parts[0] == TOPIC:
             bases = parts[5].split(",")
             assert len(bases) > 1, "the test needs a partition of several segments"
             parts[5] = ",".join(bases[1:])
             first = int(bases[1])
+            if len(parts) == 7:  # version 2: each segment's bytes too, the record stays well-formed
+                sizes = parts[6].split(",")
+                parts[3] = str(int(parts[3]) - int(sizes[0]))
+                parts[6] = ",".join(sizes[1:])
         out.append(" ".join(parts))
     assert first > 0, f"no line for {TOPIC} in {lines}"
     marker.write_text("\n".join(out) + "\n", "ascii")
@@ -162,8 +165,6 @@ def checkpointed_log_start(path: Path) -> int | None:
     return None
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason=ISSUE + "the .clean-shutdown record's first base offset becomes the log start")
 async def test_clean_shutdown_record_omitting_the_first_segment_does_not_move_the_log_start(tmp_path: Path) -> None:
     model = await write_log(tmp_path / "data")
     omit_first_segment_from_clean_shutdown(tmp_path / "data")
@@ -200,9 +201,7 @@ def forget_clean_shutdown(path: Path) -> None:
 
 
 @pytest.mark.parametrize("stop", [
-    pytest.param("clean", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason=ISSUE + "a sealed batch's base offset is not checked when read: read(1) returns offset 5")),
+    "clean",  # a read's header walk holds the offsets to follow on: the flipped batch is refused
     "unclean",  # recovery's reader holds the offsets to follow on, and cuts the segment at the flipped batch
 ])
 async def test_flipped_bit_in_a_sealed_batch_base_offset_never_serves_records_at_wrong_offsets(
@@ -227,8 +226,6 @@ async def test_flipped_bit_in_a_sealed_batch_base_offset_never_serves_records_at
         assert all(isinstance(answers.get(o), Record) for o in range(old)), "records before the damage were lost"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason=ISSUE + "a high bit of a sealed batch's base offset is served as a huge offset")
 async def test_high_bit_flip_in_a_sealed_batch_base_offset_never_serves_a_huge_offset(tmp_path: Path) -> None:
     model = await write_log(tmp_path / "data", per_batch=4)
     flip_base_offset(tmp_path / "data", segment_index=0, batch_index=1, bit=52)
@@ -242,12 +239,7 @@ def swap(p: Path, q: Path) -> None:
     q.write_bytes(a)
 
 
-@pytest.mark.parametrize("stop", [
-    pytest.param("clean", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason=ISSUE + "segments are not checked to chain: swapped .log files serve wrong records")),
-    "unclean",  # recovery's reader holds a segment's first batch to the base offset its file name says
-])
+@pytest.mark.parametrize("stop", ["clean", "unclean"])
 async def test_two_swapped_log_files_never_serve_records_at_wrong_offsets(tmp_path: Path, stop: str) -> None:
     model = await write_log(tmp_path / "data", clean=stop == "clean")
     d = partition_dir(tmp_path / "data")
@@ -258,9 +250,7 @@ async def test_two_swapped_log_files_never_serve_records_at_wrong_offsets(tmp_pa
         assert all(isinstance(answers.get(o), Record) for o in range(bases[2])), "records before the swap were lost"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason=ISSUE + "a deleted middle .log is a silent jump over its offsets")
-@pytest.mark.parametrize("stop", ["clean", "unclean"])
+@pytest.mark.parametrize("stop", ["clean", "unclean", "read_only"])
 async def test_deleted_middle_log_file_is_a_reported_gap_never_a_silent_jump(tmp_path: Path, stop: str) -> None:
     model = await write_log(tmp_path / "data", clean=stop == "clean")
     d = partition_dir(tmp_path / "data")
@@ -269,7 +259,9 @@ async def test_deleted_middle_log_file_is_a_reported_gap_never_a_silent_jump(tmp
     seg_path(d, bases[middle], ".log").unlink()
     gap = range(bases[middle], bases[middle + 1])
     try:
-        engine = await reopen(tmp_path / "data")
+        # A read-only open trusts the listing (a writer may be appending): its reads must not jump.
+        engine = await (library_call("Engine.open", open_engine(tmp_path / "data", read_only=True))
+                        if stop == "read_only" else reopen(tmp_path / "data"))
     except SeglogError:
         return  # refusing to open the partition reports the gap too
     async with engine:
@@ -281,10 +273,11 @@ async def test_deleted_middle_log_file_is_a_reported_gap_never_a_silent_jump(tmp
         assert all(isinstance(a, SeglogError) for a in in_gap), in_gap
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason=ISSUE + "a duplicated segment makes offset_for_timestamp answer past the log end")
 @pytest.mark.parametrize("where", ["after_the_end", "inside_the_log"])
-async def test_duplicated_segment_never_makes_a_lookup_answer_past_the_log_end(tmp_path: Path, where: str) -> None:
+@pytest.mark.parametrize("mode", ["writable", "read_only"])
+async def test_duplicated_segment_never_makes_a_lookup_answer_past_the_log_end(
+    tmp_path: Path, where: str, mode: str
+) -> None:
     model = await write_log(tmp_path / "data")
     d = partition_dir(tmp_path / "data")
     bases = segment_bases(d)
@@ -293,7 +286,9 @@ async def test_duplicated_segment_never_makes_a_lookup_answer_past_the_log_end(t
     for suffix in (".log", ".index", ".timeindex"):
         shutil.copyfile(seg_path(d, source, suffix), seg_path(d, copy_as, suffix))
     try:
-        engine = await reopen(tmp_path / "data")
+        # A read-only open trusts the listing (a writer may be appending): its answers must not.
+        engine = await (library_call("Engine.open", open_engine(tmp_path / "data", read_only=True))
+                        if mode == "read_only" else reopen(tmp_path / "data"))
     except SeglogError:
         return
     async with engine:
@@ -336,9 +331,7 @@ async def assert_lookups_exact(engine: Engine, model: list[Record]) -> None:
 
 @pytest.mark.parametrize("lie", [
     "timestamps_later",
-    pytest.param("timestamps_earlier", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason=ISSUE + "a well-formed lying .timeindex is trusted after a "
-        "clean shutdown: its low timestamps skip the records that answer")),
+    "timestamps_earlier",
     "one_far_entry",
 ])
 async def test_lying_time_index_after_a_clean_shutdown_does_not_change_the_answers(tmp_path: Path, lie: str) -> None:
@@ -360,8 +353,6 @@ async def test_lying_time_index_after_a_clean_shutdown_does_not_change_the_answe
         await assert_served_exactly(engine, model)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason=ISSUE + "ValueError 'to_offset ... below from_offset 9223372036854775807' (a sentinel)")
 async def test_missing_index_of_a_sealed_segment_after_a_clean_close_is_rebuilt(tmp_path: Path) -> None:
     model = await write_log(tmp_path / "data")
     d = partition_dir(tmp_path / "data")
@@ -371,8 +362,6 @@ async def test_missing_index_of_a_sealed_segment_after_a_clean_close_is_rebuilt(
         await assert_lookups_exact(engine, model)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason=ISSUE + "ValueError 'negative read position' from an .index of random bytes")
 @pytest.mark.parametrize("seed", range(3))
 async def test_index_of_random_bytes_after_a_clean_shutdown_is_rebuilt(tmp_path: Path, seed: int) -> None:
     model = await write_log(tmp_path / "data")
@@ -415,9 +404,6 @@ async def test_offline_offsets_by_time_find_a_batch_max_timestamp_held_by_an_ear
         assert got == want, f"seglog offsets --time {ts} answered {got}; the earliest offset at or after it is {want}"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="found by test_corruption_fuzz: a read-only engine asserts (AssertionError) on a sealed "
-                   "segment whose .log has a zeroed range, in offset_for_timestamp")
 async def test_read_only_engine_over_a_zeroed_range_of_a_sealed_log_refuses_with_a_library_error(
     tmp_path: Path,
 ) -> None:
@@ -449,3 +435,22 @@ async def test_offline_consume_never_jumps_over_a_corrupt_batch_of_a_sealed_segm
     assert all(row["value"] == model[row["offset"]].value.decode() for row in rows)  # type: ignore[union-attr]
     assert len(offsets) == batch.base_offset, f"consume stopped at {len(offsets)}, the corrupt batch is at {batch}"
     assert code != 0, "the corrupt batch was not reported"
+
+
+async def test_offline_offsets_by_time_do_not_believe_a_lying_time_index(tmp_path: Path) -> None:
+    model = await write_log(tmp_path / "data")
+    d = partition_dir(tmp_path / "data")
+    for base in segment_bases(d)[:-1]:  # every sealed segment's time index claims timestamps 400 ms early
+        entries, best = [], -1
+        for b in batches_of(seg_path(d, base, ".log")):
+            best = max(best, b.max_timestamp)
+            entries.append((best - 400, b.last_offset - base))
+        seg_path(d, base, ".timeindex").write_bytes(b"".join(TIME_ENTRY.pack(*e) for e in entries))
+    wrong = []
+    for ts in lookup_targets(model):
+        code, out = run_cli("offsets", TOPIC, "--time", str(ts), "--json", "--log-dir", str(tmp_path / "data"))
+        assert code == 0, out
+        got, want = json.loads(out)[0]["offset"], earliest_at_or_after(model, 0, ts)
+        if got != want:
+            wrong.append(f"seglog offsets --time {ts} answered {got}; the earliest offset at or after it is {want}")
+    assert not wrong, "\n".join(wrong)

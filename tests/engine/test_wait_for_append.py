@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+from enginehelpers import reach
+
 from seglog.engine import Engine, Record
 
 
@@ -13,12 +16,14 @@ async def test_it_returns_at_once_when_the_record_exists_and_wakes_on_the_next_a
         await engine.create_topic("t")
         log = engine.log("t")
         await log.append([Record(b"a")])
-        await asyncio.wait_for(log.wait_for_append(0), 1)  # offset 0 exists: no wait
+        returned = log.wait_for_append(0).__await__()
+        with pytest.raises(StopIteration):
+            next(returned)  # offset 0 exists: it returns without ever suspending
         waiting = asyncio.ensure_future(log.wait_for_append(1))
-        await asyncio.sleep(0)  # the new task runs to its first await: it parks
-        assert log._data_waiters and not waiting.done()  # the interleaving this test is about
+        await reach(lambda: bool(log._data_waiters), "the wait for offset 1 parked")
+        assert not waiting.done()  # the interleaving this test is about
         await log.append([Record(b"b")])
-        await asyncio.wait_for(waiting, 5)
+        await asyncio.wait_for(waiting, 30)  # a bound for a hang: the append wakes it
         assert log.log_end_offset == 2 and not log._data_waiters
 
 
@@ -42,7 +47,6 @@ async def test_closing_the_log_ends_the_wait(tmp_path: Path) -> None:
     await engine.create_topic("t")
     log = engine.log("t")
     waiting = asyncio.ensure_future(log.wait_for_append(0))
-    await asyncio.sleep(0)
-    assert log._data_waiters  # parked before the close
+    await reach(lambda: bool(log._data_waiters), "the wait parked before the close")
     await engine.close()
-    await asyncio.wait_for(waiting, 5)
+    await asyncio.wait_for(waiting, 30)  # a bound for a hang: the close ends it

@@ -182,3 +182,4 @@ def test_ceiling_span_is_the_ceiling_entry_and_the_bytes_to_the_next(tmp_path: P
             slot = [offset for offset, _ in entries].index(ceiling.offset)
             expected = entries[slot + 1][1] - ceiling.position if slot + 1 < len(entries) else 0
             assert span[1] == expected
+            assert span[2] == ceiling.offset

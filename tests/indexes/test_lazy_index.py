@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,29 +106,68 @@ def test_close_before_and_after_load(tmp_path: Path) -> None:
     assert path.stat().st_size == 8
 
 
-def test_racing_first_get_opens_once(tmp_path: Path) -> None:
+class _CountingLock:
+    """A lock that counts the acquisitions that had to wait (another thread held it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self.waited = 0
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            with self._changed:
+                self.waited += 1
+                self._changed.notify_all()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def wait_for(self, condition: Callable[[], bool]) -> bool:
+        with self._changed:
+            return self._changed.wait_for(condition, timeout=60)
+
+
+def test_concurrent_first_gets_open_the_file_once(tmp_path: Path) -> None:
     opened: list[OffsetIndex] = []
-    barrier = threading.Barrier(4)
+    lock = _CountingLock()
 
     def open_index(p: Path) -> OffsetIndex:
         index = OffsetIndex(p, 0, 80)
-        opened.append(index)
+        with lock._changed:
+            opened.append(index)
+            first = len(opened) == 1
+            lock._changed.notify_all()
+        if first:
+            # The first opener goes on only once the three others have come for the index: they
+            # wait for the lock it holds, or (no lock) open the file themselves.
+            assert lock.wait_for(lambda: lock.waited == 3 or len(opened) == 4), "the other gets never came"
         return index
 
     lazy = LazyIndex(tmp_path / "0.index", open_index)
+    lazy._lock = lock  # type: ignore[assignment]
     got: list[OffsetIndex] = []
+    errors: list[BaseException] = []
 
     def worker() -> None:
-        barrier.wait()
-        got.append(lazy.get())
+        try:
+            got.append(lazy.get())
+        except BaseException as exc:  # reported below, in the main thread
+            errors.append(exc)
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(opened) == 1 and all(g is opened[0] for g in got)
-    lazy.close()
+    try:
+        assert not errors, errors
+        assert len(opened) == 1 and len(got) == 4 and all(g is opened[0] for g in got)
+    finally:
+        for index in opened[1:]:
+            index.close()
+        lazy.close()
 
 
 def test_read_only_lazy_index(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ async def test_recording_engine_captures_calls_and_the_capture_replays(tmp_path:
             log = rec.log("events", 0)
             for i in range(5):
                 await log.append([Record(value=f"{name}-{i}-{j}".encode(), timestamp=BASE_MS + i) for j in range(3)])
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0)  # the other writer takes its turn: their appends interleave
 
         await asyncio.gather(asyncio.create_task(writer("w1"), name="w1"),
                              asyncio.create_task(writer("w2"), name="w2"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -65,3 +66,17 @@ class LoopThreadOps(FileOps):
     def unlink(self, path: str) -> None:
         self._note("unlink")
         super().unlink(path)
+
+
+def wait_until(condition: Callable[[], bool], within_s: float = 30.0) -> bool:
+    """Block (in a thread) until ``condition()`` holds; ``False`` if it did not within ``within_s`` seconds.
+
+    For a state another thread reaches without telling anyone (e.g. a closer waiting on a
+    condition variable): the outcome depends on the state, never on how fast the machine is.
+    """
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True

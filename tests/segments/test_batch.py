@@ -287,12 +287,22 @@ def test_rebase_batch_moves_a_batch_without_touching_its_crc() -> None:
     assert bytes(buf[17:21]) == crc_before
     assert [r.offset for r in decode_one(bytes(buf))] == [1_000, 1_001]
     two = bytearray(enc(0, [Record(b"x")]) + enc(0, [Record(b"y")]))
-    rebase_batch(two, 7, position=len(two) // 2)
-    assert [r.offset for r in decode_one(bytes(two))] == [0, 7]
+    rebase_batch(two, 1, position=len(two) // 2)
+    assert [r.offset for r in decode_one(bytes(two))] == [0, 1]
     with pytest.raises(ValueError, match="outside"):
         rebase_batch(buf, -1)
     with pytest.raises(ValueError, match="outside"):
         rebase_batch(buf, 2**63 - 1)
+
+
+def test_decode_batches_refuses_batches_whose_offsets_do_not_follow_on() -> None:
+    # A base offset is outside the CRC: a batch that does not start at the previous one's last
+    # offset + 1 would serve its records at offsets that are not theirs (a gap, or offsets twice).
+    for base in (7, 0):
+        two = bytearray(enc(0, [Record(b"x")]) + enc(0, [Record(b"y")]))
+        rebase_batch(two, base, position=len(two) // 2)
+        with pytest.raises(CorruptRecordError, match="expected 1"):
+            decode_one(bytes(two))
 
 
 def test_body_columns_returns_the_checked_columns() -> None:

@@ -6,15 +6,14 @@ import asyncio
 import errno
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from seghelpers import LoopThreadOps
+from seghelpers import LoopThreadOps, wait_until
 
 from seglog.indexes.errors import ClosedError, StorageError
 from seglog.segments import fileio
-from seglog.segments.faults import FailingOps, PowerLossOps
+from seglog.segments.faults import FailingOps, GatedOps, PowerLossOps
 from seglog.segments.fileio import FileOps, SegmentFile
 
 
@@ -199,25 +198,37 @@ async def test_no_blocking_call_runs_on_the_event_loop_thread(tmp_path: Path) ->
 
 
 async def test_a_cancelled_append_still_moves_the_size_with_the_bytes(tmp_path: Path) -> None:
-    f = await SegmentFile.open(tmp_path / "cancel.log", create=True)
-    task = asyncio.ensure_future(f.append([b"x" * 1000]))
-    await asyncio.sleep(0)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert f.size == 1000 == (tmp_path / "cancel.log").stat().st_size
-    await f.close()
+    with GatedOps() as ops:
+        f = await SegmentFile.open(tmp_path / "cancel.log", create=True, ops=ops)
+        writing = ops.gate("pwritev")
+        task = asyncio.ensure_future(f.append([b"x" * 1000]))
+        await writing.reached()
+        task.cancel()  # while the bytes are being written
+        writing.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert f.size == 1000 == (tmp_path / "cancel.log").stat().st_size
+        await f.close()
 
 
 async def test_close_waits_for_reads_running_in_threads(tmp_path: Path) -> None:
-    ops = FailingOps()
-    f = await SegmentFile.open(tmp_path / "w.log", create=True, ops=ops)
-    await f.append([b"y" * 100])
-    ops.fail("preadv_nowait", errno.EAGAIN, times=None)
-    reads = [asyncio.ensure_future(f.read_at(0, 100)) for _ in range(20)]
-    await asyncio.sleep(0)
-    await f.close()
-    results = await asyncio.gather(*reads, return_exceptions=True)
+    failing = FailingOps()
+    with GatedOps(failing) as ops:
+        f = await SegmentFile.open(tmp_path / "w.log", create=True, ops=ops)
+        await f.append([b"y" * 100])
+        failing.fail("preadv_nowait", errno.EAGAIN, times=None)  # every read goes to a thread
+        reading = ops.gate("pread")
+        read_done_at_close: list[bool] = []
+        ops.gate("close", hold=False, on_enter=lambda: read_done_at_close.append(reading.left.is_set()))
+        reads = [asyncio.ensure_future(f.read_at(0, 100)) for _ in range(20)]
+        await reading.reached()  # one read is inside its pread, in a thread
+        closing = asyncio.ensure_future(f.close())
+        assert await asyncio.to_thread(wait_until, lambda: f._idle is not None), "close() waits for the read"
+        reading.release()
+        await closing
+        results = await asyncio.gather(*reads, return_exceptions=True)
+    assert read_done_at_close == [True], "the descriptor was closed under a read"
+    assert results.count(b"y" * 100) >= 1
     assert all(r == b"y" * 100 or isinstance(r, ClosedError) for r in results)
 
 
@@ -312,38 +323,35 @@ async def test_a_deferred_file_opens_its_descriptor_on_first_use(tmp_path: Path)
 
 async def test_a_slow_deferred_open_does_not_block_the_loop(tmp_path: Path) -> None:
     # A cold inode (or NFS) makes the lazy open() slow; a read on the loop meanwhile must not wait.
-    class SlowOpen(FileOps):
-        def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-            if path.endswith("seg.log"):
-                time.sleep(0.4)
-            return super().open(path, flags, mode)
-
     (tmp_path / "seg.log").write_bytes(b"x" * 4096)
-    f = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log", create=False, ops=SlowOpen(),
-                               defer=True)
-    first = asyncio.ensure_future(f.read_at(0, 10))  # goes to a thread and opens, slowly
-    await asyncio.sleep(0.05)
-    start = time.perf_counter()
-    second = asyncio.ensure_future(f.read_at(10, 10))
-    await asyncio.sleep(0)  # its page-cache attempt runs on the loop now
-    assert time.perf_counter() - start < 0.2
-    assert (await first, await second) == (b"x" * 10, b"x" * 10)
-    await f.close()
+    with GatedOps() as ops:
+        f = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log", create=False, ops=ops,
+                                   defer=True)
+        opening = ops.gate("open", path_contains="seg.log")
+        first = asyncio.ensure_future(f.read_at(0, 10))  # goes to a thread and opens, slowly
+        await opening.reached()
+        # The loop's page-cache attempt declines at once (no descriptor yet) instead of waiting for the
+        # open in flight: were it to wait, it could only return once the gate gave up on the test.
+        assert f.read_cached(10, 10) is None
+        assert not opening.left.is_set(), "the loop-side read waited for the open in flight"
+        second = asyncio.ensure_future(f.read_at(10, 10))
+        opening.release()
+        assert (await first, await second) == (b"x" * 10, b"x" * 10)
+        await f.close()
 
 
 async def test_a_deferred_open_racing_a_rename_opens_the_renamed_file(tmp_path: Path) -> None:
     # Retention renames a segment to .deleted while a consumer still reads it: the read must work.
-    class SlowDirSync(FileOps):
-        def fsync(self, fd: int) -> None:
-            time.sleep(0.2)
-            super().fsync(fd)
-
     (tmp_path / "seg.log").write_bytes(b"0123456789")
-    f = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log", create=False,
-                               ops=SlowDirSync(), defer=True)
-    rename = asyncio.ensure_future(f.rename(tmp_path / "seg.log.deleted"))
-    await asyncio.sleep(0.05)  # the file has its new name; the directory fsync is still running
-    assert await f.read_at(0, 4) == b"0123"
-    await rename
-    assert f.path.name == "seg.log.deleted" and await f.read_at(4, 2) == b"45"
-    await f.close()
+    with GatedOps() as ops:
+        f = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log", create=False,
+                                   ops=ops, defer=True)
+        syncing_dir = ops.gate("fsync")
+        rename = asyncio.ensure_future(f.rename(tmp_path / "seg.log.deleted"))
+        await syncing_dir.reached()  # the file has its new name; the directory fsync is still running
+        assert not (tmp_path / "seg.log").exists()
+        assert await f.read_at(0, 4) == b"0123"
+        syncing_dir.release()
+        await rename
+        assert f.path.name == "seg.log.deleted" and await f.read_at(4, 2) == b"45"
+        await f.close()

@@ -20,7 +20,7 @@ import seglog.segments.batch as batch_module
 from seglog.indexes.errors import ClosedError, StorageError
 from seglog.segments import fileio
 from seglog.segments.batch import TimestampType, encode_batch, encode_batch_parts, read_header
-from seglog.segments.errors import SegmentOffsetOverflowError
+from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError
 from seglog.segments.faults import FailingOps
 from seglog.segments.records import Record
 from seglog.segments.segment import FIRST_BATCH_TIMESTAMP_UNKNOWN, LogOffsetMetadata, LogSegment, RollParams
@@ -61,34 +61,42 @@ async def test_ls2_read_on_empty_segment(make_segment: SegmentFactory) -> None:
     assert await seg.read(40, 300) is None
 
 
-async def test_ls3_read_before_first_offset(make_segment: SegmentFactory) -> None:
+# LS-3 and LS-5 (Kafka: a read before the first offset, or from a gap, returns the next batch) hold
+# for compacted Kafka logs; seglog's offsets follow on (docs/FORMAT.md §2.3 rule 7), so a segment
+# whose first batch is not at its base offset, or with a gap between batches, is damaged: a read
+# refuses it rather than serve records at offsets other than the ones asked for.
+async def test_ls3_a_first_batch_above_the_segment_base_offset_is_refused_when_read(
+    make_segment: SegmentFactory,
+) -> None:
     seg = await make_segment(40)
     await seg.append([batch(50, "hello", "there", "little", "bee")])
-    assert await values_read(seg, 41, 300) == [(50, b"hello"), (51, b"there"), (52, b"little"), (53, b"bee")]
+    with pytest.raises(CorruptRecordError, match=r"offsets 40\.\.49 missing"):
+        await seg.read(41, 300)
 
 
 async def test_ls4_read_after_last_offset(make_segment: SegmentFactory) -> None:
-    seg = await make_segment(40)
+    seg = await make_segment(50)
     await seg.append([batch(50, "hello", "there")])
     assert await seg.read(52, 200) is None
 
 
-async def test_ls5_read_from_gap(make_segment: SegmentFactory) -> None:
-    seg = await make_segment(40)
+async def test_ls5_a_gap_between_batches_is_refused_when_read(make_segment: SegmentFactory) -> None:
+    seg = await make_segment(50)
     await seg.append([batch(50, "hello", "there")])
     await seg.append([batch(60, "alpha", "beta")])
-    assert await values_read(seg, 55, 200) == [(60, b"alpha"), (61, b"beta")]
+    with pytest.raises(CorruptRecordError, match=r"offsets 52\.\.59 missing"):
+        await seg.read(55, 200)
 
 
 async def test_ls6_read_offset_metadata_with_max_bytes_1(make_segment: SegmentFactory) -> None:
-    seg = await make_segment(40)
+    seg = await make_segment(50)
     first, second = batch(50, "hello"), batch(51, "there")
     await seg.append([first])
     await seg.append([second])
     for offset, position in ((48, 0), (50, 0), (51, size_of(first))):
         got = await seg.read(offset, 1)
         assert got is not None
-        assert got.offset_metadata == LogOffsetMetadata(offset, 40, position)
+        assert got.offset_metadata == LogOffsetMetadata(offset, 50, position)
         assert (got.data, got.first_entry_incomplete) == (b"", True)
     assert await seg.read(52, 1) is None
     assert await seg.read(53, 1) is None
@@ -295,18 +303,18 @@ async def test_ls18_recovery_with_corrupt_log(make_segment: SegmentFactory, tmp_
 
 async def test_ls19_ls20_preallocated_segment(make_segment: SegmentFactory, tmp_path: Path) -> None:
     prealloc = 8 * 1024 * 1024  # Kafka's test uses 512 MiB; the behaviour does not depend on the size
-    seg = await make_segment(40, preallocate_bytes=prealloc)
+    seg = await make_segment(50, preallocate_bytes=prealloc)
     await seg.append([batch(50, "hello", "there")])
-    await seg.append([batch(60, "alpha", "beta")])
-    assert await values_read(seg, 55, 200) == [(60, b"alpha"), (61, b"beta")]
-    log = tmp_path / "00000000000000000040.log"
+    await seg.append([batch(52, "alpha", "beta")])
+    assert await values_read(seg, 52, 200) == [(52, b"alpha"), (53, b"beta")]
+    log = tmp_path / "00000000000000000050.log"
     assert log.stat().st_size == prealloc
     size = seg.size
     await seg.close()
     assert log.stat().st_size == size
-    seg = await make_segment(40, file_already_exists=True, preallocate_bytes=prealloc)
+    seg = await make_segment(50, file_already_exists=True, preallocate_bytes=prealloc)
     assert seg.size == size == log.stat().st_size
-    assert await values_read(seg, 55, 200) == [(60, b"alpha"), (61, b"beta")]
+    assert await values_read(seg, 52, 200) == [(52, b"alpha"), (53, b"beta")]
 
 
 async def test_crash_with_a_preallocated_tail_is_cut_by_recovery(make_segment: SegmentFactory, tmp_path: Path) -> None:
@@ -323,11 +331,13 @@ async def test_crash_with_a_preallocated_tail_is_cut_by_recovery(make_segment: S
     assert await values_read(crashed, 0, 1000) == [(0, b"a"), (1, b"b")]
 
 
-async def test_ls21_truncate_to_an_offset_in_a_gap(make_segment: SegmentFactory) -> None:
+async def test_ls21_truncate_to_an_offset_inside_a_batch(make_segment: SegmentFactory) -> None:
+    # Kafka's LS-21 cuts at an offset in a gap; seglog has none (offsets follow on): the cut here
+    # falls inside a batch, which goes whole.
     seg = await make_segment(40)
     await seg.append([batch(40, "first message")])
-    await seg.append([batch(43, "message after gap")])
-    await seg.truncate_to(41, now_ms=0)
+    await seg.append([batch(41, "message", "after")])
+    await seg.truncate_to(42, now_ms=0)
     assert await values_read(seg, 0, 1000) == [(40, b"first message")]
     assert await seg.truncate_to(1000, now_ms=0) == 0  # beyond the segment: nothing changes
 

@@ -100,6 +100,24 @@ def test_a_batch_larger_than_the_chunk_is_read_once_whole() -> None:
     assert sum(size for _, size in f.reads) < 2 * len(data)
 
 
+def test_a_large_window_starts_at_a_batch_instead_of_joining_the_cut_tail_to_the_next_read() -> None:
+    # Joining the tail of one 4 MiB window to the next read copied every window once more (page by page,
+    # into a fresh buffer): recovery scanned markedly slower than a loop of whole reads. The cut batch is
+    # read again with the next window instead.
+    chunk = reader_module._REREAD_FROM
+    out, positions, offset = b"", [], 0
+    while len(out) < 3 * chunk:
+        positions.append(len(out))
+        out += enc(offset, 50, b"v" * 100)
+        offset += 50
+    f = File(out)
+    r = BatchReader(f.pread, end=len(out), base_offset=0, max_batch_bytes=MAX, chunk_bytes=chunk)
+    assert [b.position for b in r] == positions and r.stop is ScanStop.END
+    full = [(position, size) for position, size in f.reads if len(out) - position >= chunk]  # not the last
+    assert len(full) == 3
+    assert all(position in positions and size == chunk for position, size in full)
+
+
 @BOTH
 def test_a_batch_is_bounded_by_the_file_and_by_max_batch_bytes_before_its_body_is_read(verify: bool) -> None:
     data, positions = log_of(0, [2, 2])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+from typing import Any
 
 import pytest
 from kio.index import load_request_schema
@@ -10,13 +12,27 @@ from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest
+from kio.schema.heartbeat.v3.request import HeartbeatRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.leave_group.v0.request import LeaveGroupRequest as LeaveGroupRequestV0
+from kio.schema.leave_group.v3.request import LeaveGroupRequest, MemberIdentity
+from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.offset_commit.v8.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.types import BrokerId, ProducerId, TopicName
+from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestAssignment
+from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 from wire import WireClient, fetched_records
 
@@ -39,6 +55,9 @@ def test_the_advertised_ranges_are_the_ones_documented() -> None:
     assert ranges == {
         "produce": (3, 9), "fetch": (4, 12), "list_offsets": (1, 7), "metadata": (0, 12), "api_versions": (0, 4),
         "create_topics": (2, 7), "delete_topics": (1, 6), "init_producer_id": (0, 4), "describe_configs": (1, 4),
+        "find_coordinator": (0, 2), "join_group": (0, 5), "sync_group": (0, 3), "heartbeat": (0, 3),
+        "leave_group": (0, 3), "offset_commit": (2, 8), "offset_fetch": (1, 7), "list_groups": (0, 5),
+        "describe_groups": (0, 5),
     }
 
 
@@ -305,3 +324,200 @@ async def test_init_producer_id_hands_out_increasing_ids(server: KafkaServer, ve
     assert txn.error_code == ErrorCode.transactional_id_authorization_failed
     if version >= 3:  # KIP-360: the same id, the next epoch
         assert (bumped.producer_id, bumped.producer_epoch) == (first.producer_id, 1)
+
+
+# -- consumer groups ------------------------------------------------------------------------------
+
+SESSION = i32Timedelta.parse(datetime.timedelta(milliseconds=10_000))
+
+
+def _join(group: str, member_id: str = "", *, instance: str | None = None,
+          metadata: bytes = b"\x00\x00\x00\x00\x00\x01\x00\x02gt\xff\xff\xff\xff") -> JoinGroupRequest:
+    return JoinGroupRequest(
+        group_id=GroupId(group), session_timeout=SESSION, rebalance_timeout=SESSION, member_id=member_id,
+        group_instance_id=instance, protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=metadata),),
+    )
+
+
+async def _joined(client: WireClient, version: int, group: str, instance: str | None = None) -> Any:
+    """JoinGroup at ``version`` until admitted (version 4 on: MEMBER_ID_REQUIRED first, then with the id)."""
+    answer = await client.call(11, version, _join(group, instance=instance))
+    if version >= 4 and instance is None:
+        assert answer.error_code == ErrorCode.member_id_required and answer.member_id
+        answer = await client.call(11, version, _join(group, answer.member_id, instance=instance))
+    assert answer.error_code == ErrorCode.none, answer
+    return answer
+
+
+@pytest.mark.parametrize("version", versions(10))
+async def test_find_coordinator_names_this_node_at_every_version(server: KafkaServer, version: int) -> None:
+    client = await WireClient.connect(server.bootstrap_servers)
+    try:
+        answer = await client.call(10, version, FindCoordinatorRequest(key="billing", key_type=i8(0)))
+    finally:
+        await client.close()
+    host, port = server.bootstrap_servers.rsplit(":", 1)
+    assert (answer.error_code, answer.node_id, answer.host, answer.port) == (ErrorCode.none, 0, host, int(port))
+
+
+@pytest.mark.parametrize("version", versions(11))
+async def test_join_group_at_every_version(server: KafkaServer, engine: Engine, version: int) -> None:
+    client = await WireClient.connect(server.bootstrap_servers)
+    try:
+        answer = await _joined(client, version, f"join{version}")
+        refused = await client.call(11, version, _join(""))
+        stranger = await client.call(11, version, _join(f"join{version}", "not-a-member"))
+    finally:
+        await client.close()
+    assert (answer.generation_id, answer.protocol_name, answer.leader) == (1, "range", answer.member_id)
+    assert [m.member_id for m in answer.members] == [answer.member_id]
+    assert refused.error_code == ErrorCode.invalid_group_id
+    assert stranger.error_code == ErrorCode.unknown_member_id
+    assert engine.coordinator.describe(f"join{version}").state.value == "CompletingRebalance"  # type: ignore[union-attr]
+
+
+async def test_join_group_v5_with_a_group_instance_id_needs_no_member_id_round_trip(server: KafkaServer) -> None:
+    client = await WireClient.connect(server.bootstrap_servers)
+    try:
+        answer = await client.call(11, 5, _join("static", instance="instance-1"))
+    finally:
+        await client.close()
+    assert answer.error_code == ErrorCode.none and answer.member_id.startswith("instance-1-")
+
+
+async def test_join_group_refuses_a_session_timeout_outside_the_bounds(server: KafkaServer) -> None:
+    client = await WireClient.connect(server.bootstrap_servers)
+    request = _join("bounds")
+    try:
+        short = await client.call(11, 5, dataclasses.replace(
+            request, session_timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=10))))
+    finally:
+        await client.close()
+    assert short.error_code == ErrorCode.invalid_session_timeout
+
+
+@pytest.mark.parametrize("version", range(4))  # SyncGroup, Heartbeat and LeaveGroup each serve 0-3
+async def test_sync_heartbeat_and_leave_at_every_version(server: KafkaServer, engine: Engine, version: int) -> None:
+    assert versions(14) == versions(12) == versions(13) == list(range(4))
+    group = f"shl{version}"
+    client = await WireClient.connect(server.bootstrap_servers)
+    try:
+        joined = await _joined(client, 5, group)
+        member, generation = joined.member_id, joined.generation_id
+        synced = await client.call(14, version, SyncGroupRequest(
+            group_id=GroupId(group), generation_id=i32(generation), member_id=member, group_instance_id=None,
+            assignments=(SyncGroupRequestAssignment(member_id=member, assignment=b"share"),),
+        ))
+        beat = await client.call(12, version, HeartbeatRequest(
+            group_id=GroupId(group), generation_id=i32(generation), member_id=member, group_instance_id=None))
+        stale = await client.call(12, version, HeartbeatRequest(
+            group_id=GroupId(group), generation_id=i32(generation + 7), member_id=member, group_instance_id=None))
+        if version >= 3:
+            left = await client.call(13, version, LeaveGroupRequest(group_id=GroupId(group), members=(
+                MemberIdentity(member_id=member, group_instance_id=None),
+                MemberIdentity(member_id="nobody", group_instance_id=None),
+            )))
+        else:
+            left = await client.call(13, version, LeaveGroupRequestV0(group_id=GroupId(group), member_id=member))
+    finally:
+        await client.close()
+    assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"share")
+    assert beat.error_code == ErrorCode.none
+    assert stale.error_code == ErrorCode.illegal_generation
+    assert left.error_code == ErrorCode.none
+    if version >= 3:
+        assert [(m.member_id, m.error_code) for m in left.members] == [
+            (member, ErrorCode.none), ("nobody", ErrorCode.unknown_member_id)]
+    assert engine.coordinator.describe(group).state.value == "Empty"  # type: ignore[union-attr]
+
+
+def _commit(group: str, offsets: dict[tuple[str, int], int], *, generation: int = -1, member: str = "",
+            metadata: str = "") -> OffsetCommitRequest:
+    topics: dict[str, list[OffsetCommitRequestPartition]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(OffsetCommitRequestPartition(
+            partition_index=i32(partition), committed_offset=i64(offset), committed_leader_epoch=i32(-1),
+            committed_metadata=metadata))
+    return OffsetCommitRequest(
+        group_id=GroupId(group), generation_id_or_member_epoch=i32(generation), member_id=member,
+        group_instance_id=None,
+        topics=tuple(OffsetCommitRequestTopic(name=TopicName(t), partitions=tuple(ps)) for t, ps in topics.items()),
+    )
+
+
+@pytest.mark.parametrize("version", versions(8))
+async def test_offset_commit_at_every_version(server: KafkaServer, engine: Engine, version: int) -> None:
+    await engine.create_topic("oc", partitions=2, exist_ok=True)
+    group = f"oc{version}"
+    client = await WireClient.connect(server.bootstrap_servers)
+    try:
+        done = await client.call(8, version, _commit(group, {("oc", 0): 5, ("oc", 1): 6}, metadata="note"))
+        bad = await client.call(8, version, _commit(group, {("oc", 2): 1, ("nope", 0): 1}))
+        big = await client.call(8, version, _commit(group, {("oc", 0): 9}, metadata="x" * 5000))
+        joined = await _joined(client, 5, group)
+        outsider = await client.call(8, version, _commit(group, {("oc", 0): 7}))
+        member = await client.call(8, version, _commit(group, {("oc", 0): 8}, generation=joined.generation_id,
+                                                       member=joined.member_id))
+    finally:
+        await client.close()
+    codes = {(t.name, p.partition_index): p.error_code for t in done.topics for p in t.partitions}
+    assert codes == {("oc", 0): ErrorCode.none, ("oc", 1): ErrorCode.none}
+    assert {p.error_code for t in bad.topics for p in t.partitions} == {ErrorCode.unknown_topic_or_partition}
+    assert big.topics[0].partitions[0].error_code == ErrorCode.offset_metadata_too_large
+    assert outsider.topics[0].partitions[0].error_code == ErrorCode.unknown_member_id  # the group has a member now
+    assert member.topics[0].partitions[0].error_code == ErrorCode.rebalance_in_progress  # joined, not yet synced
+    assert engine.group_offsets(group) == {("oc", 0): 5, ("oc", 1): 6}
+    assert engine.coordinator.committed(group, "oc", 0) == (5, "note")
+
+
+@pytest.mark.parametrize("version", versions(9))
+async def test_offset_fetch_at_every_version(server: KafkaServer, engine: Engine, version: int) -> None:
+    await engine.create_topic("of", partitions=3, exist_ok=True)
+    group = f"of{version}"
+    await engine.commit_offsets(group, {("of", 0): 4, ("of", 2): 6})
+    client = await WireClient.connect(server.bootstrap_servers)
+    try:
+        some = await client.call(9, version, OffsetFetchRequest(group_id=GroupId(group), topics=(
+            OffsetFetchRequestTopic(name=TopicName("of"), partition_indexes=(i32(0), i32(1))),), require_stable=True))
+        everything = await client.call(9, version, OffsetFetchRequest(
+            group_id=GroupId(group), topics=None, require_stable=False)) if version >= 2 else None
+    finally:
+        await client.close()
+    assert [(p.partition_index, p.committed_offset, p.error_code) for p in some.topics[0].partitions] == [
+        (0, 4, ErrorCode.none), (1, -1, ErrorCode.none)]
+    if everything is not None:
+        assert [(t.name, p.partition_index, p.committed_offset) for t in everything.topics for p in t.partitions] == [
+            ("of", 0, 4), ("of", 2, 6)]
+
+
+@pytest.mark.parametrize("version", range(6))  # ListGroups and DescribeGroups each serve 0-5
+async def test_list_and_describe_groups_at_every_version(server: KafkaServer, engine: Engine, version: int) -> None:
+    assert versions(16) == versions(15) == list(range(6))
+    await engine.create_topic("ld", exist_ok=True)
+    await engine.commit_offset("only-offsets", "ld", 0, 1)
+    client = await WireClient.connect(server.bootstrap_servers)
+    try:
+        joined = await _joined(client, 5, "active")
+        await client.call(14, 3, SyncGroupRequest(
+            group_id=GroupId("active"), generation_id=i32(joined.generation_id), member_id=joined.member_id,
+            group_instance_id=None,
+            assignments=(SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"a"),),
+        ))
+        listed = await client.call(16, version, ListGroupsRequest(states_filter=(), types_filter=()))
+        described = await client.call(15, version, DescribeGroupsRequest(
+            groups=(GroupId("active"), GroupId("only-offsets"), GroupId("unknown")),
+            include_authorized_operations=False))
+        filtered = await client.call(16, version, ListGroupsRequest(states_filter=("stable",), types_filter=()))
+    finally:
+        await client.close()
+    assert {(g.group_id, g.protocol_type) for g in listed.groups} == {("active", "consumer"), ("only-offsets", "")}
+    if version >= 4:
+        assert [g.group_id for g in filtered.groups] == ["active"]
+        assert {g.group_id: g.group_state for g in listed.groups} == {"active": "Stable", "only-offsets": "Empty"}
+    active, offsets_only, unknown = described.groups
+    assert (active.group_state, active.protocol_type, active.protocol_data) == ("Stable", "consumer", "range")
+    (member,) = active.members
+    assert (member.member_id, member.client_id, member.member_assignment) == (joined.member_id, "seglog-tests", b"a")
+    assert member.client_host == "/127.0.0.1"
+    assert (offsets_only.group_state, unknown.group_state) == ("Empty", "Dead")

@@ -123,3 +123,38 @@ async def test_serve_in_thread_reports_a_server_that_cannot_start(engine: Engine
     with pytest.raises(SeglogError, match="did not start") as caught:
         await asyncio.to_thread(start)
     assert "LogDirLockedError" in str(caught.value)
+
+
+async def test_serve_in_thread_reports_a_failed_start_after_the_server_loop_closed(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server thread's loop may close before the caller asks it to stop: still the library's error."""
+    import threading
+    from types import SimpleNamespace
+
+    from seglog.server import testing
+
+    reached: list[bool] = []
+
+    class ReadyAfterTheThreadEnded(threading.Event):
+        # The caller wakes only once the server thread (and so its loop) is gone: the interleaving
+        # a busy machine produces at random.
+        def wait(self, timeout: float | None = None) -> bool:
+            result = super().wait(timeout)
+            for thread in threading.enumerate():
+                if thread.name == "seglog-kafka-server":
+                    thread.join(timeout)
+            reached.append(not any(t.name == "seglog-kafka-server" for t in threading.enumerate()))
+            return result
+
+    # Only serve_in_thread's module sees the patched Event.
+    monkeypatch.setattr(testing, "threading", SimpleNamespace(Event=ReadyAfterTheThreadEnded, Thread=threading.Thread))
+
+    def start() -> None:
+        with testing.serve_in_thread(engine.path):  # the directory is locked by the test's engine
+            raise AssertionError("served a locked directory")
+
+    with pytest.raises(SeglogError, match="did not start") as caught:
+        await asyncio.to_thread(start)
+    assert reached == [True]
+    assert "LogDirLockedError" in str(caught.value)

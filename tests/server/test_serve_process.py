@@ -156,3 +156,25 @@ def test_the_seglog_kafka_fixture_serves_a_fresh_directory(seglog_kafka: str, se
         producer.close(TIMEOUT_S)
     assert _kafka_python_consume(seglog_kafka, "orders", 0, 0, 1) == [Got(0, b"paid", b"o1", (), T0)]
     assert (seglog_dir / "orders-0").is_dir()
+
+
+def test_offsets_committed_over_the_wire_survive_sigkill_of_the_server(tmp_path: Path) -> None:
+    need("confluent-kafka")
+    from confluent_kafka import Consumer, TopicPartition
+
+    data = tmp_path / "data"
+    with serve(data, "--group-min-session-timeout-ms", "100") as server:
+        _confluent_produce(server.address, "paid", [Sent(b"v%d" % i) for i in range(3)], 0, None, 1)
+        consumer = Consumer({"bootstrap.servers": server.address, "group.id": "ledger",
+                             "enable.auto.commit": False, "socket.timeout.ms": int(TIMEOUT_S * 1000)})
+        try:
+            # A commit outside a generation (assign() only), answered before the kill.
+            committed = consumer.commit(offsets=[TopicPartition("paid", 0, 2)], asynchronous=False)
+            assert [(tp.topic, tp.partition, tp.offset, tp.error) for tp in committed] == [("paid", 0, 2, None)]
+        finally:
+            server.process.send_signal(signal.SIGKILL)
+            server.process.communicate(timeout=TIMEOUT_S)
+            consumer.close()
+    from seglog.engine import offline
+
+    assert offline.group_offsets(data) == {"ledger": {("paid", 0): 2}}

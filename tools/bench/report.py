@@ -155,6 +155,7 @@ class Report:
     rows: dict[str, dict[str, Cell]] = field(default_factory=dict)
     scaling: dict[str, Any] = field(default_factory=dict)
     wire: dict[str, Any] = field(default_factory=dict)  # tools.bench.wire's rows and ratios (--only wire)
+    groups: dict[str, Any] = field(default_factory=dict)  # tools.bench.groups's rows and ratios (--only groups)
     notes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -250,6 +251,7 @@ class Report:
             },
             "notes": self.notes,
             **({"wire": self.wire} if self.wire else {}),
+            **({"groups": self.groups} if self.groups else {}),
         }
 
     def print(self) -> None:
@@ -295,6 +297,7 @@ class Report:
         if srows:
             print_table(["scaling run", Column("result", "right")], srows, title="scaling runs")
         self._print_wire()
+        _print_groups_of(self)
         ratios, verdicts = self.ratios(), self.verdicts()
         rrows = []
         for key in RATIO_KEYS:
@@ -330,6 +333,43 @@ def _print_wire_of(report: Report) -> None:
           "-" if r["holds"] is None else ("holds" if r["holds"] else "MISSED")] for r in ratios.values()],
         title="wire ratios and targets",
     )
+
+
+_GROUP_COLUMNS: Final = (("seglog", "seglog"), ("file_per_group", "file per group"), ("sqlite_full", "sqlite FULL"),
+                          ("sqlite_normal", "sqlite NORMAL"))
+
+
+def _print_groups_of(report: Report) -> None:
+    rows, ratios = report.groups.get("rows"), report.groups.get("ratios")
+    if not rows or not ratios:
+        return
+    print_table(
+        ["consumer-group commits", "unit", *(Column(label, "right") for _, label in _GROUP_COLUMNS)],
+        [[cells["label"], "commits/s", *(_num(cells[c], "rec/s") if cells.get(c) else "-" for c, _ in _GROUP_COLUMNS)]
+         for cells in rows.values()],
+        title=f"{report.groups['groups']} groups x {report.groups['partitions_per_commit']} partitions, "
+        "every commit durable on return (sqlite NORMAL: not fsynced), same run",
+    )
+    print_table(
+        ["group-store ratio (same run)", Column("value", "right")],
+        [[r["label"], "-" if r["value"] is None else f"{r['value']:.2f}"] for r in ratios.values()],
+        title="group store ratios",
+    )
+
+
+def _groups_markdown(document: dict[str, Any]) -> list[str]:
+    groups = document.get("groups") or {}
+    if not groups.get("rows"):
+        return []
+    lines = ["", "| consumer-group commits (commits/s) | " + " | ".join(label for _, label in _GROUP_COLUMNS) + " |",
+             "| --- | " + " | ".join("---:" for _ in _GROUP_COLUMNS) + " |"]
+    for cells in groups["rows"].values():
+        shown = [_num(cells[c], "rec/s") if cells.get(c) else "-" for c, _ in _GROUP_COLUMNS]
+        lines.append(f"| {cells['label']} | " + " | ".join(shown) + " |")
+    lines += ["", "| group-store ratio (same run) | value |", "| --- | ---: |"]
+    lines += [f"| {r['label']} | {'-' if r['value'] is None else format(r['value'], '.2f')} |"
+              for r in groups["ratios"].values()]
+    return lines
 
 
 def _cpus() -> int:
@@ -411,7 +451,9 @@ def markdown(document: dict[str, Any]) -> str:
         value = "-" if r["value"] is None else f"{r['value']:.2f}"
         verdict = "-" if r["holds"] is None else ("holds" if r["holds"] else "**missed**")
         ratios.append(f"| {r['label']} | {value} | {r['target']} | {verdict} |")
-    return "\n".join(out + (scaling if len(scaling) > 3 else []) + _wire_markdown(document) + ratios) + "\n"
+    return "\n".join(
+        out + (scaling if len(scaling) > 3 else []) + _wire_markdown(document) + _groups_markdown(document) + ratios
+    ) + "\n"
 
 
 def _wire_markdown(document: dict[str, Any]) -> list[str]:

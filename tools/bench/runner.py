@@ -22,8 +22,9 @@ from seglog.tools.bench.report import Report
 from seglog.tools.bench.timing import Latency, Rate, Rounds, interleave, now, settle
 
 SECTIONS: Final = ("produce", "fetch", "lookup", "recovery", "open", "memory", "scaling", "follow")
-# Run only when named with --only: they need the `wire` extra (Kafka clients) and their own processes.
-EXTRA_SECTIONS: Final = ("wire",)
+# Run only when named with --only: wire needs the `wire` extra (Kafka clients) and processes of its own;
+# groups is a comparison of group stores with sqlite3 of its own (a minute and a half on its own).
+EXTRA_SECTIONS: Final = ("wire", "groups")
 ALL_SECTIONS: Final = SECTIONS + EXTRA_SECTIONS
 CONCURRENT_CALLERS: Final = 100
 DURABLE: Final = LogConfig(flush_messages=1)  # fsync before every append returns
@@ -250,6 +251,13 @@ class _Bench:
             self.report.wire = await wire.run_section(sizes, self.rounds, directory, self.say)
         finally:
             remove(directory)
+
+    async def groups(self) -> None:
+        from seglog.tools.bench import groups
+
+        sizes = groups.GROUPS_QUICK if self.sizes is QUICK else groups.GROUPS_FULL
+        directory = self.scratch.fresh("groups")
+        self.report.groups = await groups.run_section(sizes, self.rounds, directory, self.say)
 
     async def _rounds(self, name: str, variants: list[Callable[[bool], Awaitable[None]]]) -> None:
         total = len(list(self.rounds.indexes()))

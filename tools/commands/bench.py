@@ -18,11 +18,12 @@ from seglog.tools.bench import ALL_SECTIONS, SECTIONS, BenchOptions, run_bench
 from seglog.tools.bench.report import markdown
 
 NOTES = f"""\
-Sections: {", ".join(SECTIONS)} (the default), and wire (Kafka clients through
+Sections: {", ".join(SECTIONS)} (the default), wire (Kafka clients through
 seglog serve beside a null sink and librdkafka's mock cluster; only with --only wire,
-needs the wire extra). Every figure is printed beside its raw
-reference (msgpack + os.write; read + unpack; one executor round trip; read +
-CRC-32C) and beside sqlite3 WAL (synchronous=NORMAL and FULL) and diskcache
+needs the wire extra), and groups (1,000 consumer groups committing 10 partitions each,
+beside the previous one-file-per-group store and sqlite3; only with --only groups).
+Every figure is printed beside its raw reference (msgpack + os.write; read + unpack;
+one executor round trip; read + CRC-32C) and beside sqlite3 WAL (synchronous=NORMAL and FULL) and diskcache
 doing the same work, measured in the same run with the variants interleaved
 round by round; the ratios and their targets are printed last. A full run
 takes a few minutes and ~2 GB of scratch space under --workdir (default: the
@@ -44,6 +45,7 @@ def register(subparsers: Any) -> None:
             "seglog bench --only produce,lookup",
             "seglog bench --only fetch --gc-threshold 50000",
             "seglog bench --only wire",
+            "seglog bench --only groups",
             notes=NOTES,
         ),
     )

@@ -211,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         finished = read_available()
+        if args.follow and not finished:
+            # Says the start positions are fixed and read to the end: appends from now on will show.
+            note(f"following {args.topic} every {args.poll_ms} ms (Ctrl-C stops)")
         while args.follow and not finished:
             time.sleep(args.poll_ms / 1000)
             before = dict(positions)

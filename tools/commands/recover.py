@@ -1,22 +1,24 @@
 """``seglog recover [DIR] [--dry-run]``: show, or perform, what crash recovery does to a log directory.
 
-``--dry-run`` asks :func:`seglog.engine.offline.plan_recovery` (read-only) which
-segments a forced recovery would scan, where each would be cut and why, and
-which indexes it would rebuild. Without it, the directory is opened with
+``--dry-run`` asks :func:`seglog.engine.loader.dry_run_recovery` -- the open's
+own rules over read-only files -- which segments a forced recovery would scan,
+cut, set aside or delete and why. Without it, the directory is opened with
 ``Engine.open(force_recovery=True)`` (taking the directory lock, so not while
 another engine has it open), with a progress bar over the partitions, and
-closed cleanly.
+closed cleanly; the table then shows what the open did, in the same form.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from seglog.engine import Engine, RecoveryProgress, offline
+from seglog.engine.loader import PartitionRecovery, dry_run_recovery
+from seglog.segments.files import segment_file_name
 from seglog.tools._output import (
     EXIT_OK,
-    Column,
     add_command,
     add_json,
     add_log_dir,
@@ -26,16 +28,19 @@ from seglog.tools._output import (
     print_table,
     progress,
     run_async,
-    scan_progress,
 )
 
 NOTES = """\
 Recovery scans every segment from the one holding the partition's checkpointed
 recovery point to the end: batches are checked (length, CRC-32C, offsets
 increasing), the segment is cut after its last valid batch, its indexes are
-rebuilt, and the segments after a cut one are deleted. An engine does this by
-itself when it opens a directory that was not shut down cleanly; 'recover'
-forces it (for example after restoring files from a backup)."""
+rebuilt, and the segments after a cut one are deleted. Segments that do not
+chain with the log -- a first batch whose base offset is not the file name's,
+a segment overlapping the log, or one after a gap -- are set aside (renamed
+*.<ms>.stray, kept on disk, never served). An engine does this by itself when
+it opens a directory that was not shut down cleanly, and for a partition whose
+files do not match the clean-shutdown record; 'recover' forces it (for example
+after restoring files from a backup)."""
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +49,7 @@ def register(subparsers: Any) -> None:
         "recover",
         help="show (--dry-run) or run crash recovery: truncate torn tails, rebuild indexes",
         description="Show (--dry-run, read-only) or perform what recovery does to a log directory: which "
-        "segments are after the recovery point, where each is truncated and why, which indexes are rebuilt.",
+        "segments are after the recovery point, where each is truncated and why, which are set aside or deleted.",
         examples=[
             "seglog recover data --dry-run",
             "seglog recover data",
@@ -55,7 +60,7 @@ def register(subparsers: Any) -> None:
     add_log_dir(p)
     p.add_argument("--dry-run", action="store_true", help="only show what recovery would do; change nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is off when not a TTY)")
-    add_json(p, "the plan (--dry-run) or the result per partition")
+    add_json(p, "the plan (--dry-run) or what was done, per partition")
     p.set_defaults(func=run)
 
 
@@ -66,42 +71,77 @@ def run(args: argparse.Namespace) -> int:
     return _recover(args, path)
 
 
-def _dry_run(args: argparse.Namespace, path: Any) -> int:
-    with scan_progress("scan", enabled=not args.no_progress) as on_progress:
-        plan = offline.plan_recovery(path, force=True, on_progress=on_progress)
+def partition_json(p: PartitionRecovery) -> dict[str, Any]:
+    """One partition's recovery as the JSON of ``recover --json`` and ``recover --dry-run --json``."""
+    plan = p.plan
+    listed = plan.facts.segments
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "recovery_point": plan.recovery_point,
+        "recovered_from": listed[plan.unclean_from].base_offset if plan.unclean_from < len(listed) else None,
+        "why": plan.unclean_why or None,
+        "record_problem": plan.record_problem,
+        "removed_files": list(plan.removed_files),
+        "segments": [
+            {"base_offset": s.base_offset, "file": segment_file_name(s.base_offset), "action": s.action,
+             "file_bytes": s.file_bytes, "valid_bytes": s.valid_bytes, "truncated_bytes": s.truncated_bytes,
+             "next_offset": s.next_offset, "reason": s.reason}
+            for s in p.segments
+        ],
+        "log_start_offset": p.log_start_offset,
+        "log_end_offset": p.log_end_offset,
+        "new_segment_at": p.new_segment_at,
+        "notes": list(p.notes),
+    }
+
+
+def _table(partitions: list[PartitionRecovery]) -> None:
+    rows = [
+        (f"{p.topic}-{p.partition}", segment_file_name(s.base_offset), s.action, s.valid_bytes, s.truncated_bytes,
+         "-" if s.next_offset is None else s.next_offset, s.reason)
+        for p in partitions
+        for s in p.segments
+    ]
+    print_table(["partition", "segment", "action", "valid bytes", "cut bytes", "next offset", "reason"], rows)
+
+
+def _notes(path: Path, partitions: list[PartitionRecovery]) -> None:
+    for p in partitions:
+        name = f"{p.topic}-{p.partition}"
+        for removed in p.plan.removed_files:
+            note(f"{name}: removed at open: {removed} (a leftover of interrupted work, or an index without its .log)")
+        for text in p.notes:
+            note(f"{name}: {text}")
+        scanned_from = p.plan.unclean_from
+        note(f"{name}: recovery point {p.plan.recovery_point}, {scanned_from} segment(s) below it not scanned "
+             f"(unless an index file is missing), log {p.log_start_offset}..{p.log_end_offset} after recovery")
+
+
+def _dry_run(args: argparse.Namespace, path: Path) -> int:
+    with progress("scan", None, enabled=not args.no_progress) as advance:
+        plan = dry_run_recovery(path, force=True, on_segment=lambda _: advance(1))
     if args.json:
         print_json({"path": plan.path, "clean_shutdown": plan.clean_shutdown,
                     "recovery_checkpoint_problem": plan.recovery_checkpoint_problem,
                     "segments_to_recover": plan.segments_to_recover, "bytes_truncated": plan.bytes_truncated,
-                    "partitions": plan.partitions})
+                    "partitions": [partition_json(p) for p in plan.partitions]})
         return EXIT_OK
-    rows = [
-        (f"{part.topic}-{part.partition}", s.path.name, s.action, s.valid_bytes, s.truncated_bytes, s.next_offset,
-         ", ".join(s.rebuilt_indexes) or "-", s.reason)
-        for part in plan.partitions
-        for s in part.segments
-    ]
-    print_table(["partition", "segment", "action", "valid bytes", "cut bytes", "next offset", "rebuilt", "reason"],
-                rows)
+    _table(plan.partitions)
     if plan.clean_shutdown:
-        note(f"{path}: shut down cleanly; a normal open recovers only segments missing an index file, "
-             "'seglog recover' does all of the above")
+        note(f"{path}: shut down cleanly; a normal open recovers only segments missing an index file and "
+             "partitions whose files do not match the clean-shutdown record, 'seglog recover' does all of the above")
     else:
         note(f"{path}: not shut down cleanly; the next open does the above")
-    for part in plan.partitions:
-        for removed in part.removed_files:
-            note(f"removed at open: {removed} (a leftover of interrupted work, or an index without its .log)")
     if plan.recovery_checkpoint_problem:
         note(f"recovery-point checkpoint unreadable ({plan.recovery_checkpoint_problem}): recovering from offset 0")
-    for part in plan.partitions:
-        note(f"{part.topic}-{part.partition}: recovery point {part.recovery_point}, {part.segments_before} segment(s) "
-             f"below it not scanned, log end offset after recovery {part.log_end_offset_after}")
-    note(f"dry run: {plan.segments_to_recover} segment(s) to scan, {plan.bytes_truncated} byte(s) to cut; "
-         "nothing was changed")
+    _notes(path, plan.partitions)
+    note(f"dry run: {plan.segments_to_recover} segment(s) to look at, {plan.bytes_truncated} byte(s) to cut or "
+         "take out of the log; nothing was changed")
     return EXIT_OK
 
 
-def _recover(args: argparse.Namespace, path: Any) -> int:
+def _recover(args: argparse.Namespace, path: Path) -> int:
     events: list[RecoveryProgress] = []
     total = len(offline.describe_log_dir(path).partitions)
 
@@ -115,15 +155,15 @@ def _recover(args: argparse.Namespace, path: Any) -> int:
 
     with progress("recover", total, enabled=not args.no_progress) as advance:
         run_async(work(advance))
+    done = [e.recovery for e in events if e.recovery is not None]
+    segments = sum(e.segments_recovered for e in events)
+    truncated = sum(e.bytes_truncated for e in events)
     if args.json:
-        print_json({"path": path, "partitions": events,
-                    "segments_recovered": sum(e.segments_recovered for e in events),
-                    "bytes_truncated": sum(e.bytes_truncated for e in events)})
+        print_json({"path": path, "segments_recovered": segments, "bytes_truncated": truncated,
+                    "partitions": [partition_json(p) for p in done]})
     else:
-        print_table([Column("partition"), Column("segments", "right"), Column("bytes scanned", "right"),
-                     Column("bytes truncated", "right")],
-                    [(f"{e.topic}-{e.partition}", e.segments_recovered, e.bytes_recovered, e.bytes_truncated)
-                     for e in events])
-    note(f"{path}: recovered {len(events)} partition(s), {sum(e.segments_recovered for e in events)} segment(s), "
-         f"truncated {sum(e.bytes_truncated for e in events)} byte(s); closed cleanly")
+        _table(done)
+        _notes(path, done)
+    note(f"{path}: recovered {len(events)} partition(s), {segments} segment(s), truncated {truncated} byte(s); "
+         "closed cleanly")
     return EXIT_OK

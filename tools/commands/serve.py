@@ -16,14 +16,23 @@ import sys
 from typing import Any
 
 from seglog.engine import Engine
-from seglog.server.limits import DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST_BYTES
+from seglog.server.limits import (
+    DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+    DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+    DEFAULT_IDLE_TIMEOUT_MS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_REQUEST_BYTES,
+)
 from seglog.tools._output import EXIT_OK, UsageError, add_command, add_log_dir, log_dir_of, run_async
 
 NOTES = """\
 Clients bootstrap from the printed address (or --advertise). Served: ApiVersions 0-4,
 Metadata 0-12, Produce 3-9, Fetch 4-12, ListOffsets 1-7, CreateTopics 2-7,
-DeleteTopics 1-6, DescribeConfigs 1-4 (docs/KAFKA.md). One node, no replication,
-no TLS/SASL, no consumer groups or transactions yet: consumers assign partitions."""
+DeleteTopics 1-6, DescribeConfigs 1-4, and consumer groups (Kafka's classic protocol):
+FindCoordinator 0-2, JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3, LeaveGroup 0-3,
+OffsetCommit 2-8, OffsetFetch 1-7, ListGroups 0-5, DescribeGroups 0-5 (docs/KAFKA.md).
+One node, no replication, no TLS/SASL, no transactions yet. `seglog groups` shows the
+groups, their members and lag while the server runs."""
 
 
 def register(subparsers: Any) -> None:
@@ -57,13 +66,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--idle-timeout-ms", type=int, default=DEFAULT_IDLE_TIMEOUT_MS, metavar="MS",
                    help="close a connection silent this long, between or inside frames "
                    f"(default {DEFAULT_IDLE_TIMEOUT_MS}, Kafka's connections.max.idle.ms)")
+    p.add_argument("--group-min-session-timeout-ms", type=int, default=DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+                   metavar="MS", help="shortest session timeout a group member may ask for "
+                   f"(default {DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS}, Kafka's group.min.session.timeout.ms)")
+    p.add_argument("--group-max-session-timeout-ms", type=int, default=DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+                   metavar="MS", help="longest session timeout a group member may ask for "
+                   f"(default {DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS}, Kafka's group.max.session.timeout.ms)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="what is logged on stderr (default INFO: every connection event and error)")
 
 
 def serve(args: argparse.Namespace) -> int:
     path = log_dir_of(args, must_exist=False)
-    for name in ("auto_create_partitions", "max_connections", "max_request_bytes", "idle_timeout_ms"):
+    for name in ("auto_create_partitions", "max_connections", "max_request_bytes", "idle_timeout_ms",
+                 "group_min_session_timeout_ms", "group_max_session_timeout_ms"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
@@ -89,6 +105,8 @@ async def _serve(args: argparse.Namespace, path: Any) -> None:
             max_connections=args.max_connections,
             max_request_bytes=args.max_request_bytes,
             idle_timeout_ms=args.idle_timeout_ms,
+            group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=args.group_max_session_timeout_ms,
         ) as server:
             host, port = server.address
             print(f"listening on {host}:{port}", flush=True)
