@@ -993,12 +993,15 @@ class PartitionLog:
         one segment, the first holding ``offset`` (it may start before it),
         about ``max_bytes`` of them but always at least one, all below the log
         end. Each batch's header rules and CRC-32C are checked before it is
-        returned; its body is not decoded (``seglog.segments.batch.decode_batch``
+        returned, and the batches follow on from the one the offset index or
+        the segment's base offset places (the read ends before one that does
+        not); its body is not decoded (``seglog.segments.batch.decode_batch``
         does that). Empty at the log end.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log start, log end]``.
-            CorruptRecordError: a batch on disk fails its header rules or its CRC.
+            CorruptRecordError: a batch on disk fails its header rules, its CRC or
+                the offset rules, or ``offset`` is in no segment (one is missing).
         """
         if self._closed:
             self._check_open()  # raises
@@ -1033,6 +1036,14 @@ class PartitionLog:
                 if batches:
                     return batches
             segment = self._segments.higher_segment(segment.base_offset)
+            if segment is not None and segment.base_offset != offset:
+                # As in read(): the segments do not chain here, and the next one's batches would skip
+                # the offsets between (a missing segment).
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.partition}: offset {offset} is in no segment: the segment before it "
+                    f"ends below it and the next one begins at {segment.base_offset} (a missing or misplaced "
+                    "segment; 'seglog verify' names it)"
+                )
         return []
 
     async def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:

@@ -29,6 +29,7 @@ from test_serve_process import _seglog, serve
 from wire import WireClient
 
 from seglog.engine import Engine, LogConfig, Record, offline
+from seglog.engine.errors import CorruptRecordError
 from seglog.server import KafkaServer
 from seglog.server.records import encode_batch
 
@@ -304,3 +305,29 @@ async def test_offline_reads_explain_and_the_spark_scans_read_both_formats(tmp_p
     assert explained.result_offset == 9
     found = offline.offset_for_timestamp(root, "offline", 0, T0 + 4)
     assert found is not None and found.offset == 7  # wire record 4: T0 + 4, at offset 3 + 4
+
+
+async def test_read_batches_refuses_an_offset_in_a_missing_segment_instead_of_skipping_to_the_next(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "data"
+    async with Engine.open(root, LogConfig(segment_bytes=700, retention_ms=-1)) as engine:
+        await engine.create_topic("gap")
+        log = engine.log("gap")
+        for i in range(6):
+            await log.append_kafka_batch(_wire_batch(_records(3, b"b%d" % i)))
+    part = root / "gap-0"
+    bases = sorted(int(p.stem) for p in part.glob("*.log"))
+    assert len(bases) >= 3, bases
+    missing = bases[1]
+    for suffix in (".log", ".index", ".timeindex"):
+        (part / f"{missing:020d}{suffix}").unlink(missing_ok=True)
+    # Read-only: nothing is set aside, so the engine holds the segments as they are, with the gap.
+    async with Engine.open(root, LogConfig(segment_bytes=700, retention_ms=-1), read_only=True) as engine:
+        log = engine.log("gap")
+        first = await log.read_batches(0, 1 << 20)
+        assert first and first[-1][0].last_offset == missing - 1  # the first segment is served whole
+        with pytest.raises(CorruptRecordError, match=f"offset {missing} is in no segment"):
+            await log.read_batches(missing, 1 << 20)
+        with pytest.raises(CorruptRecordError, match=f"offset {missing} is in no segment"):
+            await log.read(missing, 1 << 20)
