@@ -104,6 +104,7 @@ from seglog.segments.fileio import (
     remove,
     run_to_completion,
 )
+from seglog.segments.kafka_batch import check_produced, clear_leader_epoch, decode_produced, stamp_log_append_time
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment, LogSegments, RollParams
 
@@ -632,6 +633,62 @@ class PartitionLog:
             log_append_time=results[-1].log_append_time,
             log_start_offset=results[-1].log_start_offset,
         )
+
+    async def append_kafka_batch(self, data: bytes | bytearray | memoryview) -> AppendResult:
+        """Store one Kafka RecordBatch v2 (magic 2) as it arrived: what the wire server does with a produced batch.
+
+        The batch is checked whole first (``seglog.segments.kafka_batch.check_produced``:
+        CRC-32C, lengths, record count, offset deltas, timestamps, headers; a
+        compressed batch is decompressed to check its records, and stays
+        compressed on disk), then written verbatim beside seglog's own batches
+        (docs/FORMAT.md §2.5). Only bytes outside the CRC change: the base
+        offset (the log's next offset) and the partition leader epoch (-1);
+        under ``LogAppendTime`` also the timestamp type, ``max_timestamp`` (the
+        append time, which every record then reports) and the CRC. A batch
+        with a record that has no timestamp (-1) under ``CreateTime`` is the
+        exception: its records are appended as seglog's own batch, each
+        without a timestamp getting the append time, as :meth:`append` does.
+
+        ``max_message_bytes`` applies to the batch as stored (compressed). The
+        records of one call get consecutive offsets; durability as :meth:`append`.
+
+        Raises:
+            KafkaBatchError: the batch fails a check (``refusal`` says which
+                kind); nothing is written. A subclass of ``CorruptRecordError``.
+            RecordTooLargeError: the batch exceeds ``max_message_bytes`` or ``segment_bytes``.
+            InvalidRecordError: ``data`` is not bytes, a bytearray or a memoryview.
+            StorageError, ClosedError: as :meth:`append`.
+        """
+        self._check_writable()
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidRecordError(
+                f"append_kafka_batch takes bytes, a bytearray or a memoryview, got {type(data).__name__}"
+            )
+        self._check_size(len(data))
+        produced = check_produced(data, max_batch_bytes=len(data))
+        if produced.needs_timestamps:
+            # Re-encoded as seglog's own batch, with the producer's fields kept: an idempotent
+            # producer's retry of such a batch is still recognised.
+            sent = read_header(memoryview(data)[:HEADER_SIZE])
+            if sent.producer_id != NO_PRODUCER_ID:
+                return await self.append(
+                    decode_produced(data), producer_id=sent.producer_id, producer_epoch=sent.producer_epoch,
+                    base_sequence=sent.base_sequence,
+                )
+            return await self.append(decode_produced(data))
+        view = memoryview(data)
+        head = bytearray(view[:HEADER_SIZE])
+        body = bytes(view[HEADER_SIZE:])
+        clear_leader_epoch(head)
+        if self._timestamp_type is TimestampType.LOG_APPEND_TIME:
+            stamp_log_append_time(head, body, _now_ms())
+        header = read_header(head)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AppendResult] = loop.create_future()
+        self._pending.append(_PendingAppend(head, body, header, header.size, future))
+        if self._writer is None:
+            self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
+        return await future
 
     async def _write_pending(self) -> None:
         try:
@@ -1193,6 +1250,70 @@ class PartitionLog:
                     "segment; 'seglog verify' names it)"
                 )
         return FetchResult([], offset, end, self._log_start_offset)
+
+    async def read_batches(
+        self, offset: int, max_bytes: int = DEFAULT_FETCH_BYTES
+    ) -> list[tuple[BatchHeader, memoryview]]:
+        """The stored batches from the one holding ``offset`` on, as they are on disk: ``(header, bytes)`` each.
+
+        For a reader that wants batches rather than records (the wire server's
+        Fetch sends Kafka's batches as stored, docs/KAFKA.md): whole batches of
+        either format (``header.magic``: seglog's ``0x54`` or Kafka's 2) from
+        one segment, the first holding ``offset`` (it may start before it),
+        about ``max_bytes`` of them but always at least one, all below the log
+        end. Each batch's header rules and CRC-32C are checked before it is
+        returned, and the batches follow on from the one the offset index or
+        the segment's base offset places (the read ends before one that does
+        not); its body is not decoded (``seglog.segments.batch.decode_batch``
+        does that). Empty at the log end.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is outside ``[log start, log end]``.
+            CorruptRecordError: a batch on disk fails its header rules, its CRC or
+                the offset rules, or ``offset`` is in no segment (one is missing).
+        """
+        if self._closed:
+            self._check_open()  # raises
+        if self._unopened is not None:
+            await self._open()
+        if type(offset) is not int or type(max_bytes) is not int or max_bytes < 0:
+            raise InvalidRecordError(
+                f"offset and max_bytes must be ints (max_bytes >= 0), got {offset!r} and {max_bytes!r}"
+            )
+        end, start = self._log_end_offset, self._log_start_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: offset {offset} is outside the log [{start}, {end}]; "
+                f"read from {start} (earliest) or {end} (latest)"
+            )
+        segment: LogSegment | None = self._segments.floor_segment(offset)
+        while segment is not None and offset < end:
+            max_position = segment.size if segment is self._segments.active_segment else None
+            data = await segment.read(offset, max_bytes, max_position=max_position, min_one_message=True)
+            if data is not None and data.data:
+                view = data.data
+                batches = []
+                position = 0
+                while position < len(view):
+                    header = read_header(view, position)
+                    check_header(header, len(view) - position, position)
+                    if header.base_offset >= end:
+                        break
+                    verify_crc(view, position, header)
+                    batches.append((header, view[position : position + header.size]))
+                    position += header.size
+                if batches:
+                    return batches
+            segment = self._segments.higher_segment(segment.base_offset)
+            if segment is not None and segment.base_offset != offset:
+                # As in read(): the segments do not chain here, and the next one's batches would skip
+                # the offsets between (a missing segment).
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.partition}: offset {offset} is in no segment: the segment before it "
+                    f"ends below it and the next one begins at {segment.base_offset} (a missing or misplaced "
+                    "segment; 'seglog verify' names it)"
+                )
+        return []
 
     async def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The earliest offset whose record timestamp is ≥ ``timestamp`` (Kafka's ListOffsets).

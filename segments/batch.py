@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import google_crc32c
 import msgpack
 
+from seglog.segments import kafka_batch
 from seglog.segments.errors import CorruptRecordError
+from seglog.segments.kafka_batch import KAFKA_MAGIC
 from seglog.segments.records import Record, text_problem
 
 if TYPE_CHECKING:
@@ -486,7 +488,11 @@ def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
     Checks magic, the length bounds (at least 69 bytes, at most ``max_batch_bytes``),
     attribute bits, compression, the record count against the offset span and
     the body length, the offset range and ``max_timestamp >= base_timestamp >= 0``.
+    A Kafka RecordBatch v2 (magic 2, stored by the wire server) gets its own
+    rules (:func:`seglog.segments.kafka_batch.header_problem`).
     """
+    if header.magic == KAFKA_MAGIC:
+        return kafka_batch.header_problem(header, max_batch_bytes)
     if header.magic == MAGIC_V1:
         return f"batch format v1 (magic {MAGIC_V1:#04x}, written by seglog < 0.2) is not readable by this version"
     if header.magic != MAGIC:
@@ -651,11 +657,17 @@ def body_columns(buf: bytes | bytearray | memoryview, position: int, header: Bat
     objects; :func:`decode_batch` builds Records from them. ``header`` must have
     passed :func:`check_header` and the CRC :func:`verify_crc`.
 
+    A Kafka batch (magic 2) gives the same five columns, decompressed and
+    checked by the rules of FORMAT.md §2.5.
+
     Raises:
         CorruptRecordError: the body is not the five columns of §2.2 holding
             ``record_count`` records with increasing offset deltas in
             ``[0, last_offset_delta]``.
     """
+    if header.magic == KAFKA_MAGIC:
+        offsets, deltas, keys, values, headers = kafka_batch.record_columns(buf, position, header)
+        return tuple(offsets), tuple(deltas), tuple(keys), tuple(values), tuple(headers)
     body = _unpack_body(buf, position, header)
     columns = _body_columns(body, header)
     if isinstance(columns, str):
@@ -680,9 +692,14 @@ def decode_batch(
     one whose key and value bytes bring the total to ``max_bytes`` (at least
     one record); the rest of the batch is not built.
 
+    A Kafka batch (magic 2) is decompressed and checked whole, and the same
+    records are returned (:func:`seglog.segments.kafka_batch.decode_records`).
+
     Raises:
         CorruptRecordError: as :func:`body_columns`.
     """
+    if header.magic == KAFKA_MAGIC:
+        return kafka_batch.decode_records(buf, position, header, start_offset=start_offset, max_bytes=max_bytes)
     if header.record_count == 1:
         record = _decode_single(buf, position, header)
         if record is not None:
@@ -782,6 +799,8 @@ def find_timestamp(
     """
     if header.max_timestamp < timestamp or header.last_offset < start_offset:
         return None
+    if header.magic == KAFKA_MAGIC:
+        return kafka_batch.find_timestamp(buf, position, header, timestamp, start_offset=start_offset)
     body_start, body_end = _body_span(buf, position, header)
     skip = start_offset - header.base_offset
     if _fast is not None and skip < header.record_count and type(timestamp) is int and _c_readable(buf):
@@ -1169,8 +1188,10 @@ def scan_batches(
             or max_ts < base_ts
             or base_ts < 0
         ):
-            problem = header_problem(make(fields), max_batch_bytes) or "implausible header"
-            return ScanResult(position, batches, ScanStop.CORRUPT, problem, next_offset)
+            # Not a plausible seglog header: a Kafka batch (magic 2) with its own rules, or bad bytes.
+            problem = header_problem(make(fields), max_batch_bytes)
+            if problem is not None or magic != KAFKA_MAGIC:
+                return ScanResult(position, batches, ScanStop.CORRUPT, problem or "implausible header", next_offset)
         batch_end = position + LOG_OVERHEAD + batch_length
         if batch_end > end:
             return ScanResult(

@@ -338,7 +338,7 @@ def decode_buffers(
 
     With the C module, a batch with dense offsets and no timestamp bound is
     read straight into the buffers; every other batch (and every batch
-    without the C module) goes through :func:`decode_columns`.
+    without the C module, and every Kafka batch) goes through :func:`decode_columns`.
 
     Raises:
         CorruptRecordError: as :func:`decode_columns`.
@@ -346,7 +346,7 @@ def decode_buffers(
             :meth:`ColumnBuffers.room_for` first).
     """
     fast = _batch._fast
-    if fast is not None and from_timestamp is None and until_timestamp is None:
+    if fast is not None and from_timestamp is None and until_timestamp is None and header.magic == _batch.MAGIC:
         base, count = header.base_offset, header.record_count
         lo = max(0, start_offset - base)  # dense offsets (the C reader checks): offset = base + index
         hi = min(count, end_offset - base)

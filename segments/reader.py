@@ -24,10 +24,11 @@ index entry places it, and it runs on the event loop); it applies the same
 header rules (:func:`~seglog.segments.batch.check_header`).
 
 Format detection: each batch's magic byte picks its :class:`BatchFormat` in
-:data:`FORMATS`. seglog's own (``0x54``) is read on the fast path; format v1
-(``0x53``) is recognised only to be refused; a format added later (Kafka's
-magic 2, for batches the wire server stores as they arrive) is one more entry
-with its header rules, read batch by batch with the same CRC and offset rules.
+:data:`FORMATS`. seglog's own (``0x54``) and Kafka's RecordBatch v2 (magic 2,
+the batches the wire server stores as they arrive; ``seglog.segments.kafka_batch``)
+are read, each with its own header rules and the same CRC and offset rules,
+both in the same pass (``scan_batches`` applies a batch's rules by its magic);
+format v1 (``0x53``) is recognised only to be refused.
 
 Synchronous and pure but for the ``pread`` it is given: no asyncio, no thread,
 no file opened here. Must not import: ``engine`` or ``tools``.
@@ -38,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Final, NamedTuple
 
+from seglog.segments import kafka_batch
 from seglog.segments.batch import (
     HEADER_SIZE,
     INT32_MAX,
@@ -54,6 +56,7 @@ from seglog.segments.batch import (
     verify_crc,
 )
 from seglog.segments.errors import CorruptRecordError
+from seglog.segments.kafka_batch import KAFKA_MAGIC
 
 __all__ = [
     "BODY_READAHEAD",
@@ -104,10 +107,12 @@ class BatchFormat(NamedTuple):
     header_problem: Callable[[BatchHeader, int], str | None] | None
 
 
+# seglog's own header rules (batch.header_problem) hand a magic-2 header to kafka_batch's, so the
+# two entries that are read agree with scan_batches, which applies both by magic in one pass.
 FORMATS: Final[dict[int, BatchFormat]] = {
     MAGIC: BatchFormat(MAGIC, "seglog batch format v2", header_problem),
     MAGIC_V1: BatchFormat(MAGIC_V1, "seglog batch format v1 (written by seglog < 0.2)", None),
-    # Kafka's RecordBatch v2 (magic 2) goes here when the wire server stores Kafka batches.
+    KAFKA_MAGIC: BatchFormat(KAFKA_MAGIC, "Kafka RecordBatch v2", kafka_batch.header_problem),
 }
 """The formats the reader recognises, by magic byte; anything else is ``CORRUPT``."""
 
@@ -283,13 +288,9 @@ class BatchReader:
                         continue
                 self._finish(ScanStop.INCOMPLETE, result.reason)
                 return
-            # CORRUPT: bad bytes, or a batch of another format, which is read on its own.
-            foreign = self._foreign(result.valid_end, result.reason)
-            if foreign is None:
-                return
-            yield foreign
-            self.position = foreign.position + foreign.header.size
-            self.next_offset = foreign.header.next_offset
+            # CORRUPT: bad bytes, or an intact batch of a format recognised only to be refused.
+            self._foreign(result.valid_end, result.reason)
+            return
 
     def _headers(self) -> Iterator[LocatedBatch]:
         # Header by header: each is checked as scan_batches checks it (header_problem, the offset
@@ -309,8 +310,9 @@ class BatchReader:
                 return
             buf, at = got
             header = read_header(buf, at)
-            if header.magic == MAGIC:
-                problem = header_problem(header, max_batch)
+            fmt = FORMATS.get(header.magic & 0xFF)
+            if fmt is not None and fmt.header_problem is not None:
+                problem = fmt.header_problem(header, max_batch)
                 if problem is not None:
                     self._finish(ScanStop.CORRUPT, problem)
                     return
@@ -324,10 +326,8 @@ class BatchReader:
                     return
                 batch = LocatedBatch(position, header)
             else:
-                foreign = self._foreign(at, "")
-                if foreign is None:
-                    return
-                batch = foreign
+                self._foreign(at, "")
+                return
             yield batch
             self.position = position + header.size
             self.next_offset = header.next_offset
@@ -360,48 +360,31 @@ class BatchReader:
             f"{self._base_offset}",
         )
 
-    def _foreign(self, at: int, reason: str) -> LocatedBatch | None:
-        # The batch at self.position (index `at` of the window) is not a valid seglog batch: a batch of
-        # another format in FORMATS (checked by that format's rules, then the shared CRC and offset
-        # rules), or bad bytes. Returns the batch when it is valid, else stops the reader.
+    def _foreign(self, at: int, reason: str) -> None:
+        # The batch at self.position (index `at` of the window) is not a valid batch of a format the
+        # reader reads (scan_batches and _headers apply those formats' rules and say what is wrong:
+        # `reason`): a whole batch of a format recognised only to be refused, or bad bytes. Stops the
+        # reader.
         position = self.position
         buf = self._window.buf
         if len(buf) - at < HEADER_SIZE:
             self._finish(ScanStop.INCOMPLETE, reason or "a header is cut short")
-            return None
+            return
         header = read_header(buf, at)
         fmt = FORMATS.get(header.magic & 0xFF)
-        if fmt is None or fmt.magic == MAGIC:
+        if fmt is None or fmt.header_problem is not None:
             self._finish(ScanStop.CORRUPT, reason or header_problem(header, self._max_batch_bytes) or "bad header")
-            return None
+            return
         inside = position + header.size <= self._window.end and header.batch_length > 0
-        if fmt.header_problem is None:
-            if inside and crc_matches(self._window.pread, position, header):
-                self._finish(
-                    ScanStop.UNSUPPORTED,
-                    f"the batch is {fmt.name} (magic {fmt.magic:#04x}), which this version cannot read; "
-                    "its CRC-32C holds, so it is intact and is not cut (docs/FORMAT.md §6)",
-                )
-            else:
-                problem = header_problem(header, self._max_batch_bytes)
-                self._finish(ScanStop.CORRUPT, problem or f"a {fmt.name} batch whose CRC-32C does not hold")
-            return None
-        foreign_problem = fmt.header_problem(header, self._max_batch_bytes)
-        if foreign_problem is not None:
-            self._finish(ScanStop.CORRUPT, foreign_problem)
-            return None
-        if not inside:
-            self._finish(ScanStop.INCOMPLETE, f"a {header.size}-byte batch is cut short")
-            return None
-        if not crc_matches(self._window.pread, position, header):
-            self._finish(ScanStop.CORRUPT, f"CRC-32C mismatch at offsets {header.base_offset}..")
-            return None
-        if not self._offsets_ok(header):
-            return None
-        if header.last_offset - self._base_offset > INT32_MAX:
-            self._overflow(header)
-            return None
-        return LocatedBatch(position, header)
+        if inside and crc_matches(self._window.pread, position, header):
+            self._finish(
+                ScanStop.UNSUPPORTED,
+                f"the batch is {fmt.name} (magic {fmt.magic:#04x}), which this version cannot read; "
+                "its CRC-32C holds, so it is intact and is not cut (docs/FORMAT.md §6)",
+            )
+        else:
+            problem = header_problem(header, self._max_batch_bytes)
+            self._finish(ScanStop.CORRUPT, problem or f"a {fmt.name} batch whose CRC-32C does not hold")
 
     def _finish(self, stop: ScanStop, reason: str) -> None:
         self.stop, self.reason = stop, reason

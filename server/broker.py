@@ -22,8 +22,10 @@ from kio.schema.errors import ErrorCode
 
 from seglog.engine import Engine, PartitionLog, errors
 from seglog.engine.validate import validate_topic
+from seglog.segments.kafka_batch import KafkaBatchError
 from seglog.server.errors import KafkaProtocolError
 from seglog.server.limits import DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS, DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
+from seglog.server.records import batch_error
 
 __all__ = ["NODE_ID", "Broker", "error_code_of"]
 
@@ -104,6 +106,8 @@ class Broker:
 
 def error_code_of(exc: BaseException) -> ErrorCode:
     """The Kafka error code a client gets for ``exc`` (Kafka's own mapping where one exists)."""
+    if isinstance(exc, KafkaBatchError):  # a produced batch refused before it was stored
+        return ErrorCode(batch_error(exc).error_code)
     if isinstance(exc, KafkaProtocolError):
         return ErrorCode(exc.error_code)
     for kind, code in _CODES:

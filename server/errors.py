@@ -9,6 +9,7 @@ They join seglog's tree under :class:`~seglog.engine.errors.SeglogError`::
         ├── CorruptBatchError       a record batch failing its length, CRC or record checks (CORRUPT_MESSAGE)
         ├── InvalidBatchError       a well-formed batch seglog refuses (INVALID_RECORD)
         ├── BatchTimestampError     a record timestamp below -1 (INVALID_TIMESTAMP)
+        ├── BatchTooLargeError      records over what a stored batch may hold uncompressed (MESSAGE_TOO_LARGE)
         └── UnsupportedCompressionError  a compression codec outside gzip/snappy/lz4/zstd
 
 The numeric codes are Kafka's (``org.apache.kafka.common.protocol.Errors``);
@@ -29,6 +30,7 @@ __all__ = [
     "INVALID_TIMESTAMP",
     "UNSUPPORTED_COMPRESSION_TYPE",
     "BatchTimestampError",
+    "BatchTooLargeError",
     "CorruptBatchError",
     "FrameError",
     "InvalidBatchError",
@@ -39,6 +41,7 @@ __all__ = [
 # Kafka's error codes (org.apache.kafka.common.protocol.Errors), part of the wire protocol.
 UNKNOWN_SERVER_ERROR: Final = -1
 CORRUPT_MESSAGE: Final = 2
+MESSAGE_TOO_LARGE: Final = 10
 INVALID_REQUEST: Final = 42
 INVALID_TIMESTAMP: Final = 32
 UNSUPPORTED_COMPRESSION_TYPE: Final = 76
@@ -75,6 +78,12 @@ class BatchTimestampError(KafkaProtocolError):
     """A record timestamp below -1 (Kafka's ``NO_TIMESTAMP``); seglog stores only timestamps >= 0."""
 
     error_code = INVALID_TIMESTAMP
+
+
+class BatchTooLargeError(KafkaProtocolError):
+    """A compressed batch whose records exceed what a stored batch may hold uncompressed (64 MiB)."""
+
+    error_code = MESSAGE_TOO_LARGE
 
 
 class UnsupportedCompressionError(KafkaProtocolError):

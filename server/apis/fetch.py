@@ -1,7 +1,9 @@
 """Fetch (key 1), versions 4-12: records from each partition, long-polling until there are enough.
 
-For each partition the records from ``fetch_offset`` on are read from the
-engine and sent as uncompressed RecordBatch v2 (``seglog.server.records``). Sizes
+For each partition the stored batches from the one holding ``fetch_offset`` on
+are read (``PartitionLog.read_batches``): a Kafka batch (produced over the
+wire) goes as it is on disk, compressed or not; a seglog batch (appended
+natively) is converted to uncompressed RecordBatch v2 (``seglog.server.records``). Sizes
 follow Kafka: ``partition_max_bytes`` per partition and ``max_bytes`` for the
 whole response, except that the first partition with records returns at least
 one batch however large (KIP-74), so a consumer always progresses.
@@ -36,7 +38,7 @@ from seglog.engine.errors import SeglogError
 from seglog.server.apis._common import NO_THROTTLE
 from seglog.server.broker import LEADER_EPOCH, Broker, error_code_of
 from seglog.server.protocol import DecodedRequest
-from seglog.server.records import encode_batches
+from seglog.server.records import fetch_payload
 
 API_KEY: Final = 1
 MIN_VERSION: Final = 4
@@ -101,10 +103,11 @@ async def _read(broker: Broker, wanted: list[_Wanted], max_bytes: int) -> tuple[
             data = b""
             # The first partition with records answers whatever its size (KIP-74); later ones only within budget.
             if budget > 0 or total == 0:
-                got = await plog.read(want.fetch_offset, max(budget, 1))
-                if got.records:
-                    data = encode_batches(
-                        got.records, log_append_time=plog.config.timestamp_is_log_append_time, leader_epoch=LEADER_EPOCH
+                batches = await plog.read_batches(want.fetch_offset, max(budget, 1))
+                if batches:
+                    data = fetch_payload(
+                        batches, want.fetch_offset, log_append_time=plog.config.timestamp_is_log_append_time,
+                        leader_epoch=LEADER_EPOCH,
                     )
             high_watermark = plog.high_watermark
             answers.append(

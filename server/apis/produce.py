@@ -1,15 +1,16 @@
 """Produce (key 0), versions 3-9: append each partition's record batch; answer with its base offset.
 
 Each partition's records are one RecordBatch v2 (versions 3 and later carry
-nothing else). It is checked and decoded (``seglog.server.records``) and its records
-appended to the partition as one engine batch, with their keys, values,
-headers and timestamps; the topic's ``message.timestamp.type`` applies
-(LogAppendTime replaces the timestamps and is returned as ``log_append_time``).
-A batch with a producer id (an idempotent producer) goes to the append with its
-producer id, epoch and base sequence: a retry of a batch already written is
-answered with that batch's offsets and not written again; an older epoch is
-``INVALID_PRODUCER_EPOCH``, a gap in the sequences ``OUT_OF_ORDER_SEQUENCE_NUMBER``
-(the partition's producer state decides: ``seglog.engine.producer_state``).
+nothing else). It is checked whole and stored as it arrived, compressed or
+not (``PartitionLog.append_kafka_batch``; a batch that fails a check is
+answered with Kafka's error for it, ``CORRUPT_MESSAGE`` for bad bytes, and
+nothing is stored); the topic's ``message.timestamp.type`` applies
+(LogAppendTime stamps the append time, returned as ``log_append_time``).
+A batch with a producer id (an idempotent producer) is checked against the
+partition's producer state before it is written: a retry of a batch already
+written is answered with that batch's offsets and not written again; an older
+epoch is ``INVALID_PRODUCER_EPOCH``, a gap in the sequences
+``OUT_OF_ORDER_SEQUENCE_NUMBER`` (``seglog.engine.producer_state`` decides).
 The partitions of one request are appended concurrently; requests of one
 connection are served one at a time, so a producer's batches keep their order.
 
@@ -40,14 +41,12 @@ from kio.schema.produce.v9.response import (
 from kio.schema.types import TopicName
 from kio.static.primitive import TZAware, i32, i64
 
-from seglog.engine import LogConfig
 from seglog.engine.errors import SeglogError
 from seglog.engine.results import NO_TIMESTAMP
 from seglog.server.apis._common import NO_THROTTLE
 from seglog.server.broker import Broker, error_code_of
 from seglog.server.errors import CorruptBatchError, FrameError
 from seglog.server.protocol import DecodedRequest
-from seglog.server.records import decode_batch
 
 API_KEY: Final = 0
 MIN_VERSION: Final = 3
@@ -57,15 +56,6 @@ log = logging.getLogger("seglog.server")
 
 _VALID_ACKS: Final = (0, 1, -1)
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-
-def uncompressed_limit(config: LogConfig) -> int:
-    """How many bytes a compressed batch may inflate to: twice what the partition could store of it.
-
-    Larger batches would be refused by the append anyway (``max.message.bytes``);
-    the bound stops a small compressed payload from taking memory first.
-    """
-    return 2 * max(config.max_message_bytes, 1 << 16)
 
 
 async def handle(broker: Broker, request: DecodedRequest) -> ProduceResponse | None:
@@ -116,14 +106,7 @@ async def _produce(
         plog = broker.log_of(topic, partition)
         if records is None:
             raise CorruptBatchError("the partition's records are null; send one RecordBatch v2")
-        batch = decode_batch(records, max_uncompressed_bytes=uncompressed_limit(plog.config))
-        if batch.producer_id >= 0:  # Kafka's hasProducerId: -1 (or below) is a batch without a producer
-            result = await plog.append(
-                batch.records, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                base_sequence=batch.base_sequence,
-            )
-        else:
-            result = await plog.append(batch.records)
+        result = await plog.append_kafka_batch(records)
     except SeglogError as exc:
         return failed(error_code_of(exc), str(exc))
     append_time = None

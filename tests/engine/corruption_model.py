@@ -49,6 +49,7 @@ import asyncio
 import base64
 import contextlib
 import gc
+import gzip
 import io
 import json
 import os
@@ -63,8 +64,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cramjam
+import google_crc32c
+
 from seglog import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Engine, LogConfig, PartitionLog, Record
 from seglog.engine.errors import SeglogError
+from seglog.server.records import encode_batch as encode_kafka_batch
 
 T0 = 1_763_800_000_000  # a fixed base timestamp (ms), so a template is the same bytes on every run
 # Topic alpha's records are an idempotent producer's, and a producer whose last batch is a day old has
@@ -207,10 +212,37 @@ def _random_batch(rng: random.Random, first_offset: int, index: int, base: int =
     return out
 
 
+_KAFKA_CODECS = {"gzip": (1, gzip.compress), "zstd": (4, lambda b: bytes(cramjam.zstd.compress(b)))}
+
+
+def _kafka_codec(formats: random.Random) -> str | None:
+    # About half the batches are Kafka RecordBatch v2, stored as the wire server stores a produced
+    # batch (FORMAT.md §2.5), some of them compressed: both formats must hold the same rules at use.
+    roll = formats.random()
+    if roll < 0.5:
+        return None
+    return "none" if roll < 0.8 else formats.choice(sorted(_KAFKA_CODECS))
+
+
+def _kafka_batch(records: list[Record], codec: str) -> bytes:
+    """``records`` as a producer sends them: a RecordBatch v2 (base offset 0, CreateTime) compressed with ``codec``."""
+    plain = encode_kafka_batch([r._replace(offset=i) for i, r in enumerate(records)], leader_epoch=-1)
+    if codec == "none":
+        return plain
+    code, compress = _KAFKA_CODECS[codec]
+    body = compress(plain[HEADER_SIZE:])
+    head = bytearray(plain[:HEADER_SIZE])
+    struct.pack_into(">i", head, 8, HEADER_SIZE - 12 + len(body))
+    struct.pack_into(">h", head, 21, code)
+    out = bytes(head) + body
+    return out[:17] + struct.pack(">I", google_crc32c.value(out[21:])) + out[21:]
+
+
 async def build_template(root: Path, shape_number: int) -> tuple[Template, Template]:
     """Write the clean and the unclean template of one shape under ``root``: (clean, unclean)."""
     shape = shape_of(shape_number)
     rng = random.Random(f"records-{shape_number}")
+    formats = random.Random(f"formats-{shape_number}")  # its own stream: the records stay those of the shape
     live = root / f"live-{shape_number}"
     models = {
         (topic, p): PartitionModel(topic, p) for topic, n in shape.partitions.items() for p in range(n)
@@ -233,7 +265,11 @@ async def build_template(root: Path, shape_number: int) -> tuple[Template, Templ
                     sequences[tp] = sequence + len(batch)
                     model.last_producer_batch = ProducerBatch(producer_id, sequence, batch)
                 else:
-                    res = await engine.log(*tp).append(records)
+                    codec = _kafka_codec(formats)
+                    if codec is None:
+                        res = await engine.log(*tp).append(records)
+                    else:
+                        res = await engine.log(*tp).append_kafka_batch(_kafka_batch(records, codec))
                 assert res.first_offset == model.log_end, (res, model.log_end)
                 model.records.extend(batch)
 

@@ -133,7 +133,7 @@ def test_encode_refuses_bad_base_offsets() -> None:
 @pytest.mark.parametrize(
     ("field_offset", "fmt", "value", "message"),
     [
-        (16, ">b", 2, "magic byte 0x02"),
+        (16, ">b", 1, "magic byte 0x01"),
         (8, ">i", 10, "below the minimum"),
         (8, ">i", 2**31 - 1, "exceeds the maximum batch size"),
         (21, ">h", 0x40, "unknown attribute bits"),

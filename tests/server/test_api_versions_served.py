@@ -34,12 +34,12 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
-from wire import WireClient
+from wire import WireClient, fetched_records
 
 from seglog.engine import Engine, Record
 from seglog.server import KafkaServer
 from seglog.server.apis import APIS
-from seglog.server.records import decode_batch, encode_batch
+from seglog.server.records import encode_batch
 
 MS = i32Timedelta.parse(datetime.timedelta(milliseconds=1000))
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
@@ -159,7 +159,7 @@ async def test_produce_and_fetch_at_every_version_round_trip(server: KafkaServer
             assert (part.error_code, part.high_watermark, part.last_stable_offset) == (
                 ErrorCode.none, len(expected), len(expected)
             )
-            got = decode_batch(part.records, max_uncompressed_bytes=1 << 20).records
+            got = fetched_records(part.records, offset)
             assert [(r.value, r.key, r.timestamp, r.headers) for r in got] == [
                 (r.value, r.key, r.timestamp, r.headers) for r in expected[offset:]
             ]
@@ -195,7 +195,7 @@ async def test_fetch_returns_one_batch_even_past_max_bytes(server: KafkaServer, 
         answer = await client.call(1, 12, _fetch("big", 0, max_bytes=100, partition_max_bytes=100))
     finally:
         await client.close()
-    got = decode_batch(answer.responses[0].partitions[0].records, max_uncompressed_bytes=1 << 20).records
+    got = fetched_records(answer.responses[0].partitions[0].records)
     assert [r.value for r in got] == [b"x" * 5000]
 
 

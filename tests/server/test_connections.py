@@ -13,11 +13,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.serial import entity_reader
 from test_api_versions_served import _fetch, _produce
-from wire import WireClient
+from wire import WireClient, fetched_records
 
 from seglog.engine import Engine, Record
 from seglog.server import KafkaServer
-from seglog.server.records import decode_batch
 
 MakeServer = Callable[..., Awaitable[KafkaServer]]
 ALL_TOPICS = MetadataRequest(topics=None, include_topic_authorized_operations=False)
@@ -182,7 +181,7 @@ async def test_a_parked_fetch_is_woken_by_an_append(server: KafkaServer, engine:
         answer = await client.receive(1, 12, correlation, wait_s=10)  # far sooner than max_wait_ms
     finally:
         await client.close()
-    records = decode_batch(answer.responses[0].partitions[0].records, max_uncompressed_bytes=1 << 20).records
+    records = fetched_records(answer.responses[0].partitions[0].records)
     assert [r.value for r in records] == [b"late"]
     assert not engine.log("lp")._data_waiters  # the wait left nothing behind
 
@@ -200,7 +199,7 @@ async def test_a_fetch_waits_for_min_bytes(server: KafkaServer, engine: Engine) 
         answer = await client.receive(1, 12, correlation, wait_s=10)
     finally:
         await client.close()
-    records = decode_batch(answer.responses[0].partitions[0].records, max_uncompressed_bytes=1 << 20).records
+    records = fetched_records(answer.responses[0].partitions[0].records)
     assert [len(r.value or b"") for r in records] == [5, 2000]
 
 

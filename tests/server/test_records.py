@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from seglog.engine import Record
 from seglog.server.errors import (
     BatchTimestampError,
+    BatchTooLargeError,
     CorruptBatchError,
     InvalidBatchError,
     UnsupportedCompressionError,
@@ -46,7 +47,7 @@ SAMPLE = [
 
 @pytest.mark.parametrize("codec", ["none", "gzip"])
 def test_decode_reads_what_the_reference_builder_writes(codec: str) -> None:
-    batch = decode_batch(build(SAMPLE, codec=CODEC_IDS[codec]), max_uncompressed_bytes=LIMIT)
+    batch = decode_batch(build(SAMPLE, codec=CODEC_IDS[codec]))
     assert [(r.timestamp, r.key, r.value, list(r.headers), r.offset) for r in batch.records] == [
         (t, k, v, h, -1) for t, k, v, h in SAMPLE
     ]
@@ -63,7 +64,7 @@ def test_decode_inflates_every_codec(codec: str) -> None:
         "zstd": lambda b: bytes(cramjam.zstd.compress(b)),
     }[codec](body)
     batch = _rebuild(plain, attributes=CODEC_IDS[codec], body=packed)
-    assert [r.value for r in decode_batch(batch, max_uncompressed_bytes=LIMIT).records] == [v for _, _, v, _ in SAMPLE]
+    assert [r.value for r in decode_batch(batch).records] == [v for _, _, v, _ in SAMPLE]
 
 
 def test_decode_reads_snappy_java_framing() -> None:
@@ -74,7 +75,7 @@ def test_decode_reads_snappy_java_framing() -> None:
         struct.pack(">i", len(c)) + c for c in (bytes(cramjam.snappy.compress_raw(b)) for b in blocks)
     )
     batch = _rebuild(plain, attributes=2, body=framed)
-    assert len(decode_batch(batch, max_uncompressed_bytes=LIMIT).records) == len(SAMPLE)
+    assert len(decode_batch(batch).records) == len(SAMPLE)
 
 
 def _rebuild(batch: bytes, *, attributes: int | None = None, body: bytes | None = None, **fields: int) -> bytes:
@@ -97,7 +98,7 @@ def test_a_flipped_bit_fails_the_crc() -> None:
     batch = bytearray(build(SAMPLE))
     batch[70] ^= 0x01
     with pytest.raises(CorruptBatchError, match="CRC-32C"):
-        decode_batch(bytes(batch), max_uncompressed_bytes=LIMIT)
+        decode_batch(bytes(batch))
 
 
 @pytest.mark.parametrize(
@@ -112,17 +113,17 @@ def test_a_flipped_bit_fails_the_crc() -> None:
 )
 def test_header_lies_are_refused(change: dict[str, int], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
-        decode_batch(_rebuild(build(SAMPLE), **change), max_uncompressed_bytes=LIMIT)
+        decode_batch(_rebuild(build(SAMPLE), **change))
 
 
 def test_lengths_that_do_not_match_are_refused() -> None:
     batch = build(SAMPLE)
     with pytest.raises(CorruptBatchError, match="batch_length"):
-        decode_batch(batch[:-1], max_uncompressed_bytes=LIMIT)
+        decode_batch(batch[:-1])
     with pytest.raises(CorruptBatchError, match="shorter than"):
-        decode_batch(batch[:60], max_uncompressed_bytes=LIMIT)
+        decode_batch(batch[:60])
     with pytest.raises(InvalidBatchError, match="more than one batch"):
-        decode_batch(batch + batch, max_uncompressed_bytes=LIMIT)
+        decode_batch(batch + batch)
 
 
 def test_offset_deltas_must_count_from_zero() -> None:
@@ -130,46 +131,46 @@ def test_offset_deltas_must_count_from_zero() -> None:
     builder.append(0, timestamp=1, key=None, value=b"a", headers=[])
     builder.append(2, timestamp=1, key=None, value=b"b", headers=[])  # a gap
     with pytest.raises(CorruptBatchError, match="offset delta 2"):
-        decode_batch(_rebuild(bytes(builder.build()), last_offset_delta=1), max_uncompressed_bytes=LIMIT)
+        decode_batch(_rebuild(bytes(builder.build()), last_offset_delta=1))
 
 
 def test_control_and_transactional_batches_are_refused() -> None:
     with pytest.raises(InvalidBatchError, match="transactional"):
-        decode_batch(build(SAMPLE, producer_id=7, transactional=True), max_uncompressed_bytes=LIMIT)
+        decode_batch(build(SAMPLE, producer_id=7, transactional=True))
     with pytest.raises(InvalidBatchError, match="control"):
-        decode_batch(_rebuild(build(SAMPLE), attributes=0x20), max_uncompressed_bytes=LIMIT)
+        decode_batch(_rebuild(build(SAMPLE), attributes=0x20))
 
 
 def test_an_idempotent_batch_is_accepted() -> None:
-    batch = decode_batch(build(SAMPLE, producer_id=7), max_uncompressed_bytes=LIMIT)
+    batch = decode_batch(build(SAMPLE, producer_id=7))
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 0, 0)
 
 
 def test_a_null_header_value_or_non_utf8_key_is_refused_not_altered() -> None:
     with pytest.raises(InvalidBatchError, match="null value"):
-        decode_batch(build([(1, None, b"v", [("h", None)])]), max_uncompressed_bytes=LIMIT)  # type: ignore[list-item]
+        decode_batch(build([(1, None, b"v", [("h", None)])]))  # type: ignore[list-item]
     raw = build([(1, None, b"v", [("h", b"x")])])
     bad_key = raw.replace(b"\x02h\x02x", b"\x02\xff\x02x")
     with pytest.raises(InvalidBatchError, match="UTF-8"):
-        decode_batch(_rebuild(bad_key), max_uncompressed_bytes=LIMIT)
+        decode_batch(_rebuild(bad_key))
 
 
 def test_no_timestamp_means_the_append_time_and_negative_ones_are_refused() -> None:
-    batch = decode_batch(build([(-1, None, b"v", [])]), max_uncompressed_bytes=LIMIT)
+    batch = decode_batch(build([(-1, None, b"v", [])]))
     assert batch.records[0].timestamp is None
     with pytest.raises(BatchTimestampError, match="-5"):
-        decode_batch(_rebuild(build([(5, None, b"v", [])]), base_timestamp=-5, max_timestamp=-5),
-                     max_uncompressed_bytes=LIMIT)
+        decode_batch(_rebuild(build([(5, None, b"v", [])]), base_timestamp=-5, max_timestamp=-5))
 
 
-def test_log_append_time_batches_give_every_record_the_max_timestamp() -> None:
-    batch = decode_batch(_rebuild(build(SAMPLE), attributes=0x08), max_uncompressed_bytes=LIMIT)
-    assert {r.timestamp for r in batch.records} == {1100}
+def test_a_produced_batch_saying_log_append_time_is_refused() -> None:
+    # Producers send CreateTime; the topic's message.timestamp.type decides what is stored.
+    with pytest.raises(InvalidBatchError, match="LogAppendTime"):
+        decode_batch(_rebuild(build(SAMPLE), attributes=0x08))
 
 
 def test_unknown_codecs_and_corrupt_payloads_are_refused() -> None:
     with pytest.raises(UnsupportedCompressionError, match="codec 5"):
-        decode_batch(_rebuild(build(SAMPLE), attributes=5), max_uncompressed_bytes=LIMIT)
+        decode_batch(_rebuild(build(SAMPLE), attributes=5))
     for codec in (1, 2, 3, 4):
         with pytest.raises(CorruptBatchError, match=r"do not decompress|cut short"):
             decompress(codec, b"\x00not compressed at all", LIMIT)
@@ -184,7 +185,7 @@ def test_decompression_stops_at_the_limit(codec: str) -> None:
         "lz4": lambda b: bytes(cramjam.lz4.compress(b)),
         "zstd": lambda b: bytes(cramjam.zstd.compress(b)),
     }[codec](bomb)
-    with pytest.raises(CorruptBatchError, match="more than 1048576 bytes"):
+    with pytest.raises(BatchTooLargeError, match="more than 1048576 bytes"):
         decompress(CODEC_IDS[codec], packed, 1 << 20)
     assert decompress(CODEC_IDS[codec], packed, 4 << 20) == bomb
 
@@ -219,7 +220,12 @@ _records = st.lists(
         st.integers(0, 2**45),
         st.none() | st.binary(max_size=40),
         st.none() | st.binary(max_size=300),
-        st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=8)), max_size=3),
+        # Header keys as seglog stores them: UTF-8 text without NUL (a NUL key is refused, as natively).
+        st.lists(
+            st.tuples(st.text(st.characters(exclude_characters="\x00", codec="utf-8"), max_size=8),
+                      st.binary(max_size=8)),
+            max_size=3,
+        ),
     ),
     min_size=1,
     max_size=20,
@@ -234,14 +240,15 @@ def test_encode_then_decode_round_trips(records: list[tuple[int, bytes | None, b
         Record(v, key=k, timestamp=t, headers=tuple(h), offset=base + i) for i, (t, k, v, h) in enumerate(records)
     ]
     data = encode_batch(values)
-    decoded = decode_batch(_rebuild(data), max_uncompressed_bytes=LIMIT)  # as a producer would send it
+    decoded = decode_batch(_rebuild(data))  # as a producer would send it
     assert [r._replace(offset=base + i) for i, r in enumerate(decoded.records)] == values
-    assert decode_batch(build(records), max_uncompressed_bytes=LIMIT).records == [r._replace(offset=-1) for r in values]
+    assert decode_batch(build(records)).records == [r._replace(offset=-1) for r in values]
 
 
 @pytest.mark.parametrize("value", [0, -1, 1, 63, -64, 64, 8191, -8192, 8192, 2**31 - 1, -(2**31), 2**62, -(2**63)])
 def test_varints_round_trip_at_every_length(value: int) -> None:
-    from seglog.server.records import _read_varint, _zigzag_varint
+    from seglog.segments.kafka_batch import _read_varint
+    from seglog.server.records import _zigzag_varint
 
     encoded = _zigzag_varint(value) + b"\x00\x7f"  # trailing bytes must not be read into the value
     assert _read_varint(encoded, 0, len(encoded), 10) == (value, len(encoded) - 2)

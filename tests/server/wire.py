@@ -103,3 +103,23 @@ class WireClient:
         self.writer.close()
         with contextlib.suppress(ConnectionError):
             await self.writer.wait_closed()
+
+
+def fetched_records(data: bytes, start_offset: int = 0) -> list[Any]:
+    """The records of a Fetch answer's record batches (back to back, any codec), from ``start_offset`` on.
+
+    A fetch returns whole batches, the first possibly starting before the
+    offset asked for; a consumer skips those records, and so does this.
+    """
+    from seglog.segments.batch import check_header, decode_batch, read_header, verify_crc
+
+    out: list[Any] = []
+    position = 0
+    while position < len(data):
+        header = read_header(data, position)
+        assert header.magic == 2, "a fetch answers Kafka batches only"
+        check_header(header, len(data) - position, position)
+        verify_crc(data, position, header)
+        out += decode_batch(data, position, header, start_offset=start_offset)
+        position += header.size
+    return out

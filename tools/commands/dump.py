@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from seglog.engine import offline
 from seglog.engine.names import is_partition_dir_name
 from seglog.engine.offline import Finding, Severity
+from seglog.segments.kafka_batch import CODEC_NAMES
 from seglog.tools._output import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -65,11 +66,21 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+# What a batch's magic byte says it is: seglog's own format, or a Kafka batch stored by the wire server.
+_FORMATS: Final = {0x54: "seglog", 2: "kafka"}
+
+
+def _codec(h: Any) -> str:
+    """The compression codec of a batch (seglog's are never compressed; a Kafka batch's stay as produced)."""
+    return CODEC_NAMES.get(h.attributes & 0x07, str(h.attributes & 0x07))
+
+
 def _batch_dict(b: offline.BatchInfo) -> dict[str, Any]:
     h = b.header
     out: dict[str, Any] = {
         "position": b.position, "base_offset": h.base_offset, "last_offset": h.last_offset,
         "count": h.record_count, "size": h.size, "magic": h.magic, "crc": h.crc, "attributes": h.attributes,
+        "format": _FORMATS.get(h.magic, str(h.magic)), "compression": _codec(h),
         "timestamp_type": "LogAppendTime" if h.timestamp_type else "CreateTime",
         "base_timestamp": h.base_timestamp, "max_timestamp": h.max_timestamp,
         "producer_id": h.producer_id, "producer_epoch": h.producer_epoch, "base_sequence": h.base_sequence,
@@ -93,7 +104,7 @@ def _batch_line(b: offline.BatchInfo) -> str:
         f"{h.max_timestamp} ({iso(h.max_timestamp)}) baseTimestamp: {h.base_timestamp} "
         f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
         f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} baseSequence: {h.base_sequence} "
-        f"magic: {h.magic} crc: {h.crc:#010x} isvalid: true"
+        f"magic: {h.magic} compresscodec: {_codec(h)} crc: {h.crc:#010x} isvalid: true"
     )
 
 

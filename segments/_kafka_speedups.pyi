@@ -1,0 +1,3 @@
+"""Type stubs of the optional C module segments._kafka_speedups (see segments/_kafka_speedups.c)."""
+
+def produced_records_ok(records: bytes, count: int, base_timestamp: int, /) -> tuple[int, bool] | None: ...
