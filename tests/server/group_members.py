@@ -93,6 +93,13 @@ class KafkaPythonMember(Member):
             )
 
         self.consumer = await asyncio.wait_for(asyncio.to_thread(make), TIMEOUT_S)
+        # kafka-python keeps one Metadata request in flight and lets its answer settle every refresh asked
+        # meanwhile. The consumer asks for one before it subscribes (so it names no topic); if that answer
+        # lands after the member led its first rebalance, the member assigned nothing and only rebalances
+        # again at metadata_max_age_ms. So the member polls only once its metadata holds the topic:
+        # partitions_for_topic waits out the request in flight, then fetches again.
+        partitions = await asyncio.wait_for(asyncio.to_thread(self.consumer.partitions_for_topic, topic), TIMEOUT_S)
+        assert partitions, f"kafka-python's metadata has no partitions for topic {topic!r}"
 
     async def poll(self, timeout_s: float = 0.1) -> Seen:
         got = await asyncio.wait_for(asyncio.to_thread(self.consumer.poll, timeout_ms=int(timeout_s * 1000)),
