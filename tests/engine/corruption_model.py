@@ -319,6 +319,19 @@ async def build_template(root: Path, shape_number: int) -> tuple[Template, Templ
 # --------------------------------------------------------------------------------------- file helpers
 
 
+class Templates:
+    """The templates of every shape, built on first use and shared by the trials of a test module."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._built: dict[int, tuple[Template, Template]] = {}
+
+    async def get(self, shape: int) -> tuple[Template, Template]:
+        if shape not in self._built:
+            self._built[shape] = await build_template(self.root, shape)
+        return self._built[shape]
+
+
 def segment_bases(partition_dir: Path) -> list[int]:
     """Base offsets of the ``.log`` files of a partition directory, ascending."""
     out = []

@@ -41,8 +41,8 @@ from corruption_model import (
     Observation,
     PartitionModel,
     Template,
+    Templates,
     TrialReport,
-    build_template,
     judge_directory,
     run_trial,
 )
@@ -60,19 +60,6 @@ def _chunks() -> list[list[int]]:
     if ONE_SEED is not None:
         return [[int(ONE_SEED)]]
     return [list(range(i, min(i + CHUNK, TRIALS))) for i in range(0, TRIALS, CHUNK)]
-
-
-class Templates:
-    """The templates of every shape, built on first use and shared by the trials of this module."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._built: dict[int, tuple[Template, Template]] = {}
-
-    async def get(self, shape: int) -> tuple[Template, Template]:
-        if shape not in self._built:
-            self._built[shape] = await build_template(self.root, shape)
-        return self._built[shape]
 
 
 @pytest.fixture(scope="module")

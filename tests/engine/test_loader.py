@@ -23,9 +23,8 @@ from corruption_model import (
 from corruption_model import (
     SHAPES,
     Site,
-    Template,
+    Templates,
     apply_random_damage,
-    build_template,
     engine_config,
 )
 
@@ -311,17 +310,6 @@ async def test_a_clean_first_use_that_matches_the_record_scans_nothing(
 
 
 # ------------------------------------------------------------------------------ dry run == open (property)
-
-
-class Templates:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._built: dict[int, tuple[Template, Template]] = {}
-
-    async def get(self, shape: int) -> tuple[Template, Template]:
-        if shape not in self._built:
-            self._built[shape] = await build_template(self.root, shape)
-        return self._built[shape]
 
 
 @pytest.fixture(scope="module")

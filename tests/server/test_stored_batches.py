@@ -15,10 +15,10 @@ import datetime
 import signal
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-import google_crc32c
 import pytest
 from kafka_clients import TIMEOUT_S, Sent, consume, need, produce
 from kio.schema.errors import ErrorCode
@@ -32,6 +32,10 @@ from seglog.engine import Engine, LogConfig, Record, offline
 from seglog.engine.errors import CorruptRecordError
 from seglog.server import KafkaServer
 from seglog.server.records import encode_batch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "segments"))
+from kafkahelpers import CODECS as KAFKA_CODECS
+from kafkahelpers import kafka_batch, reseal
 
 T0 = 1_700_000_000_000
 CODECS = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -59,27 +63,7 @@ def _produce_request(topic: str, batch: bytes) -> ProduceRequest:
 
 def _wire_batch(records: list[Record], *, codec: int = 0) -> bytes:
     """A RecordBatch v2 as a producer sends it (base offset 0), its records compressed with ``codec``."""
-    import gzip
-
-    import cramjam
-
-    plain = encode_batch([r._replace(offset=i) for i, r in enumerate(records)], leader_epoch=-1)
-    if codec == 0:
-        return plain
-    compress = {
-        1: gzip.compress, 3: lambda b: bytes(cramjam.lz4.compress(b)), 4: lambda b: bytes(cramjam.zstd.compress(b))
-    }
-    body = compress[codec](plain[61:])
-    head = bytearray(plain[:61])
-    struct.pack_into(">i", head, 8, 49 + len(body))
-    struct.pack_into(">h", head, 21, codec)
-    return _reseal(bytes(head) + body)
-
-
-def _reseal(batch: bytes | bytearray) -> bytes:
-    out = bytearray(batch)
-    struct.pack_into(">I", out, 17, google_crc32c.value(bytes(out[21:])))
-    return bytes(out)
+    return kafka_batch(0, records, next(name for name, code in KAFKA_CODECS.items() if code == codec))
 
 
 def _records(n: int, prefix: bytes = b"r") -> list[Record]:
@@ -225,7 +209,7 @@ def _lying(change: str) -> bytes:
         struct.pack_into(">q", batch, 35, T0 + 1000)
     elif change == "compressed garbage":
         batch[70:80] = b"\xff" * 10
-    return _reseal(batch)
+    return reseal(batch)
 
 
 @pytest.mark.parametrize(
