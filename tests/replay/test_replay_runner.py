@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_lateness import loop_lateness
+from loop_lateness import loop_lateness, run_delay_ns
 from replay_helpers import SAMPLE, partition_contents, workload
 
 from seglog.engine import Engine
@@ -72,21 +72,26 @@ def paced_rows(span_ns: int, n: int, seed: int) -> list[WorkloadRow]:
 async def test_pacing_keeps_the_schedule_and_speed_compresses_time(tmp_path: Path) -> None:
     plan = build_plan(workload(paced_rows(1_000_000_000, 100, seed=5)))
     # Shared machine: the median shows the pacer, the duration shows there is no drift; each is
-    # allowed what the loop itself is late by right now (see loop_lateness). The report's p99 on the
-    # sample is measured separately (docs/WORKLOADS.md).
+    # allowed what the loop itself is late by right now (see loop_lateness) and the time the process
+    # waited for a CPU during that run (run_delay_ns: zero on an idle machine, make stress gives it).
+    # The report's p99 on the sample is measured separately (docs/WORKLOADS.md).
     loop = await loop_lateness()
     median_ms = 1.0 + loop.p90 / 1e6  # the replay's own threads compete with the loop: not its p50
     stall_s = loop.max / 1e9
+    waited = run_delay_ns()
     m1 = (await replay_into(tmp_path / "x1", plan, ReplayOptions(speed=1.0))).metrics
+    starved_s, waited = (run_delay_ns() - waited) / 1e9, run_delay_ns()
+    late_ms = median_ms + starved_s * 1e3
     assert m1.verified and not m1.errors
     assert m1.schedule_lag.count == len({(r.producer, r.ts_ns) for r in workload(paced_rows(10**9, 100, 5)).rows})
-    assert m1.schedule_lag.value_ms(50) < median_ms, (m1.schedule_lag.summary(), loop)
-    assert m1.timer_lateness.value_ms(50) < median_ms, (m1.timer_lateness.summary(), loop)
-    assert m1.interarrival_error.value_ms(50) < median_ms, (m1.interarrival_error.summary(), loop)
-    assert 0.99 <= m1.duration_ns / 1e9 <= 1.3 + stall_s, loop
+    assert m1.schedule_lag.value_ms(50) < late_ms, (m1.schedule_lag.summary(), loop, starved_s)
+    assert m1.timer_lateness.value_ms(50) < late_ms, (m1.timer_lateness.summary(), loop, starved_s)
+    assert m1.interarrival_error.value_ms(50) < late_ms, (m1.interarrival_error.summary(), loop, starved_s)
+    assert 0.99 <= m1.duration_ns / 1e9 <= 1.3 + stall_s + starved_s, (loop, starved_s)
     m4 = (await replay_into(tmp_path / "x4", plan, ReplayOptions(speed=4.0))).metrics
-    assert 0.245 <= m4.duration_ns / 1e9 <= 0.5 + stall_s, loop
-    assert m4.schedule_lag.value_ms(50) < median_ms, (m4.schedule_lag.summary(), loop)
+    starved_s = (run_delay_ns() - waited) / 1e9
+    assert 0.245 <= m4.duration_ns / 1e9 <= 0.5 + stall_s + starved_s, (loop, starved_s)
+    assert m4.schedule_lag.value_ms(50) < median_ms + starved_s * 1e3, (m4.schedule_lag.summary(), loop, starved_s)
 
 
 async def test_report_has_every_section_and_sane_percentiles(tmp_path: Path) -> None:
