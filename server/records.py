@@ -123,8 +123,8 @@ def decode_batch(data: bytes | bytearray | memoryview) -> KafkaBatch:
 
     Raises:
         CorruptBatchError: lengths, CRC, counts, offset deltas or the compressed payload are wrong.
-        InvalidBatchError: a magic other than 2, a control, transactional or
-            LogAppendTime batch, several batches, or a header with a null value
+        InvalidBatchError: a magic other than 2, a control batch, a transactional
+            one without a producer id, a LogAppendTime batch, several batches, or a header with a null value
             or a key that is not UTF-8 (seglog stores ``(str, bytes)`` headers).
         BatchTimestampError: a record timestamp below -1.
         UnsupportedCompressionError: a codec other than none/gzip/snappy/lz4/zstd.

@@ -45,7 +45,7 @@ def test_public_names_are_pinned() -> None:
     assert set(engine.__all__) == {
         "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "AppendResult", "Engine", "FetchResult",
         "LogConfig", "OffsetAndTimestamp", "PartitionLog", "Record", "RecordMetadata", "RecoveryProgress",
-        "errors", "run", "ConsumerRecord", "GroupConsumer", "TopicPartition",
+        "errors", "run", "ConsumerRecord", "GroupConsumer", "TopicPartition", "AbortedTransaction", "Isolation",
     }
     for name in [
         "InvalidTopicError", "TopicExistsError", "UnknownTopicOrPartitionError", "OffsetOutOfRangeError",

@@ -134,9 +134,11 @@ def test_offset_deltas_must_count_from_zero() -> None:
         decode_batch(_rebuild(bytes(builder.build()), last_offset_delta=1))
 
 
-def test_control_and_transactional_batches_are_refused() -> None:
-    with pytest.raises(InvalidBatchError, match="transactional"):
-        decode_batch(build(SAMPLE, producer_id=7, transactional=True))
+def test_a_producers_transactional_batch_is_accepted_and_a_control_batch_refused() -> None:
+    batch = decode_batch(build(SAMPLE, producer_id=7, transactional=True))
+    assert batch.attributes & 0x10 and batch.producer_id == 7
+    with pytest.raises(InvalidBatchError, match="transactional batch without a producer id"):
+        decode_batch(_rebuild(build(SAMPLE), attributes=0x10))
     with pytest.raises(InvalidBatchError, match="control"):
         decode_batch(_rebuild(build(SAMPLE), attributes=0x20))
 
