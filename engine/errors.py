@@ -48,6 +48,7 @@ __all__ = [
     "InvalidTimestampError",
     "InvalidTopicError",
     "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
     "LogDirLockedError",
     "NonEmptyGroupError",
     "OffsetOutOfRangeError",
@@ -170,6 +171,13 @@ class InvalidTxnStateError(ProducerError):
     (Kafka's ``INVALID_TXN_STATE``)."""
 
     kafka_code = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(ProducerError):
+    """A transaction marker from a coordinator epoch older than the one that wrote the producer's last marker
+    (Kafka's ``TRANSACTION_COORDINATOR_FENCED``): a newer coordinator took over."""
+
+    kafka_code = "TRANSACTION_COORDINATOR_FENCED"
 
 
 class CorruptSnapshotError(CorruptionError):

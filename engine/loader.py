@@ -729,8 +729,9 @@ async def load_partition(
         if recovery.changes_anything:
             await _remove_snapshots_after(directory, recovery.log_end_offset)
         log.debug("%s: loaded %s", name, recovery)
+        scanned = [s.base_offset for s in recovery.segments if s.next_offset is not None]
         return (LoadedLog(segments, recovery.log_start_offset, recovery.log_end_offset, recovery.log_end_offset,
-                          recovered=recovery.changes_anything),
+                          recovered=recovery.changes_anything, txn_index_from=min(scanned, default=None)),
                 recovery)
     except BaseException:
         for segment in segments.values():
@@ -1020,8 +1021,12 @@ async def load_log_dir(
                         recovery_point=recovery_points.get(key), log_start_checkpoint=start_offsets.get(key),
                         read_only=load.read_only, now_ms=now_ms,
                     )
-                    load.logs[key] = PartitionLog(state.name, partition, directory, state.config, load.owner,
-                                                  loaded=loaded, read_only=load.read_only)
+                    plog = load.logs[key] = PartitionLog(state.name, partition, directory, state.config,
+                                                         load.owner, loaded=loaded, read_only=load.read_only)
+                    if not load.read_only:
+                        # Its open transactions and aborts, so that its LSO is right from the start (and
+                        # the .txnindex of the segments recovery scanned is rebuilt now).
+                        await plog.load_producer_state()
                     done += 1
                     if on_progress is not None:
                         scanned = [s for s in recovery.segments if s.next_offset is not None]

@@ -34,6 +34,7 @@ import logging
 import os
 import time
 import warnings
+from bisect import bisect_left
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -56,6 +57,7 @@ from seglog.engine.errors import (
     StorageError,
 )
 from seglog.engine.producer_state import (
+    MAX_PRODUCER_EPOCH,
     MAX_SNAPSHOT_BYTES,
     AppendCheck,
     BatchMetadata,
@@ -68,15 +70,19 @@ from seglog.engine.producer_state import (
 )
 from seglog.engine.results import (
     EARLIEST_TIMESTAMP,
+    ISOLATION_LEVELS,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_TIMESTAMP,
+    AbortedTransaction,
     AppendResult,
     FetchResult,
+    Isolation,
     OffsetAndTimestamp,
 )
 from seglog.engine.retention import RetentionPlan, SegmentSummary, plan_retention
 from seglog.engine.validate import INT64_MAX, validate_int64, validate_offset, validate_timestamp
+from seglog.indexes import AbortedTxn
 from seglog.segments.batch import (
     HEADER_SIZE,
     NO_PRODUCER_EPOCH,
@@ -104,7 +110,15 @@ from seglog.segments.fileio import (
     remove,
     run_to_completion,
 )
-from seglog.segments.kafka_batch import check_produced, clear_leader_epoch, decode_produced, stamp_log_append_time
+from seglog.segments.kafka_batch import (
+    ControlRecord,
+    check_produced,
+    clear_leader_epoch,
+    control_record,
+    decode_produced,
+    encode_control_batch,
+    stamp_log_append_time,
+)
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment, LogSegments, RollParams
 
@@ -147,6 +161,8 @@ class _PendingAppend:
     members: list[tuple[asyncio.Future[AppendResult], int, int]] | None = None
     # Retries of this producer batch taken in the same write: answered with its result.
     followers: list[asyncio.Future[AppendResult]] | None = None
+    # A transaction marker (a Kafka control batch): (commit, coordinator epoch).
+    marker: tuple[bool, int] | None = None
 
     def futures(self) -> list[asyncio.Future[AppendResult]]:
         """The futures of the callers this batch answers."""
@@ -216,6 +232,9 @@ class LoadedLog:
     recovery_point: int
     # Whether the open changed the files (recovered, cut, set aside): they are not what a clean close left.
     recovered: bool = False
+    # The base offset of the first segment recovery scanned (its .txnindex, and every later one's, was
+    # reset and is rebuilt from the log with the producer state), or None.
+    txn_index_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,11 +322,13 @@ class PartitionLog:
         self._unopened = unopened
         self._opening: asyncio.Task[None] | None = None
         self._closed_as: ClosedPartition | None = None  # what a clean close records (set by close)
+        self._txn_index_from: int | None = None  # see LoadedLog.txn_index_from
         if loaded is not None:
             self._segments = loaded.segments
             self._log_start_offset = loaded.log_start_offset
             self._log_end_offset = loaded.log_end_offset
             self._recovery_point = loaded.recovery_point
+            self._txn_index_from = loaded.txn_index_from
         elif unopened is not None:
             record = unopened.record
             self._segments = LogSegments()
@@ -349,7 +370,12 @@ class PartitionLog:
         # <offset>.snapshot at each roll and at a clean close. Loaded from the snapshots and the log the
         # first time the writer needs it (_ready_producers): most partitions never see a producer id.
         self._producers = ProducerStateManager(self._log_end_offset)
-        self._producers_loaded = read_only
+        # A new partition has no producer yet; any other loads its state (read-only: without deleting
+        # anything) when its files are opened, or on first need.
+        self._producers_loaded = active_is_new and loaded is not None and loaded.log_end_offset == 0
+        # Every aborted transaction of the live segments (their .txnindex entries), by last offset:
+        # what aborted_transactions() answers from without touching a file. Loaded with the producers.
+        self._aborted: list[AbortedTxn] = []
         self._clean_open = unopened is not None  # its files as the last run's clean close left them
         self._last_snapshot_offset = -1  # offset of the newest snapshot file known to exist (-1: none)
         self._end_at_open = self._log_end_offset if unopened is None else -1  # the log end at the files' open
@@ -370,6 +396,20 @@ class PartitionLog:
     def high_watermark(self) -> int:
         """Every offset below this is readable; equal to the log end offset (no replication)."""
         return self._log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Every offset below this is decided: no transaction open here starts below it (Kafka's LSO).
+
+        The first offset of the oldest open transaction, or the high watermark
+        when none is open; never below the log start. ``read_committed`` reads
+        stop here. (Exact once the producer state is loaded: when the files are
+        opened, and by every ``read_committed`` read.)
+        """
+        end = self._log_end_offset
+        first = self._producers.first_undecided_offset() if self._producers_loaded else None
+        stable = end if first is None or first > end else first
+        return max(stable, self._log_start_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -449,8 +489,26 @@ class PartitionLog:
         self._recovery_point = loaded.recovery_point
         self._unopened = None
         self._end_at_open = loaded.log_end_offset
+        self._txn_index_from = loaded.txn_index_from
         # A record the files disagreed with was recovered from: what the clean close left is gone.
         self._clean_open = not loaded.recovered
+        await self.load_producer_state()
+
+    async def load_producer_state(self) -> None:
+        """Load the producer state and the aborted transactions now, if not yet (else: on first need).
+
+        The engine calls it when it opens a partition's files, so that
+        ``last_stable_offset`` and ``aborted_transactions`` are exact from the
+        start. A failure is logged, not raised: the next write or
+        ``read_committed`` read tries again.
+        """
+        if self._producers_loaded or self._closed:
+            return
+        try:
+            await self._ready_producers()
+        except SeglogError as exc:
+            log.warning("%s-%d: producer state not loaded (tried again on next need): %s",
+                        self.topic, self.partition, exc)
 
     # -- append --------------------------------------------------------------------
 
@@ -461,6 +519,7 @@ class PartitionLog:
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
         base_sequence: int = NO_SEQUENCE,
+        transactional: bool = False,
     ) -> AppendResult:
         """Append ``records`` as one batch with consecutive offsets; returns where they went.
 
@@ -474,19 +533,37 @@ class PartitionLog:
         batch this producer already wrote (the same epoch and sequences, one of
         its last five) is not written again: the call returns where it went.
 
+        ``transactional=True`` (which needs a producer) writes a batch of the
+        producer's transaction: the first one opens the transaction at this
+        partition, and :meth:`write_txn_marker` ends it. Until then its records
+        stay above :attr:`last_stable_offset` (``read_committed`` readers wait
+        for them); a non-transactional batch of the same producer meanwhile is
+        refused.
+
         Raises:
             InvalidRecordError: ``records`` is empty, not a sequence of
-                ``Record``, or a field has the wrong type; producer fields out of range.
+                ``Record``, or a field has the wrong type; producer fields out
+                of range; ``transactional`` without a producer.
             RecordTooLargeError: the encoded batch is larger than
                 ``max_message_bytes`` or ``segment_bytes``.
             InvalidProducerEpochError, OutOfOrderSequenceError: the producer's
                 batch is refused (an older epoch, a gap in the sequences); nothing is written.
+            InvalidTxnStateError: a non-transactional batch of a producer whose
+                transaction is open here.
             StorageError: the disk failed; the log is as it was before the call.
             ClosedError: the log or engine was closed.
         """
         self._check_writable()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
+        if transactional is not False:
+            if transactional is not True:
+                raise InvalidRecordError(f"transactional must be a bool, got {transactional!r}")
+            if producer_id == NO_PRODUCER_ID:
+                raise InvalidRecordError(
+                    f"{self.topic}-{self.partition}: a transactional append needs producer_id, producer_epoch and "
+                    "base_sequence (a transaction belongs to a producer)"
+                )
         if producer_id != NO_PRODUCER_ID or producer_epoch != NO_PRODUCER_EPOCH or base_sequence != NO_SEQUENCE:
             fields: tuple[object, ...] = (producer_id, producer_epoch, base_sequence)
             if any(type(field) is not int for field in fields):
@@ -498,7 +575,9 @@ class PartitionLog:
             if problem is not None:
                 raise InvalidRecordError(f"{self.topic}-{self.partition}: {problem}")
             # Never merged with other appends: the batch's header carries the producer's sequences.
-            head, body, header = self._encode(records, producer=(producer_id, producer_epoch, base_sequence))
+            head, body, header = self._encode(
+                records, producer=(producer_id, producer_epoch, base_sequence), transactional=transactional
+            )
             self._pending.append(_PendingAppend(head, body, header, header.size, future))
         elif type(records) is list and 0 < len(records) <= SMALL_APPEND_RECORDS:
             estimate = _small_estimate(records)
@@ -523,6 +602,7 @@ class PartitionLog:
         records: Sequence[Record],
         now_ms: int | None = None,
         producer: tuple[int, int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE),
+        transactional: bool = False,
     ) -> tuple[bytearray, bytes | LateBody, BatchHeader]:
         given: object = records  # callers may pass anything; check before trusting the annotation
         # A list or tuple of records is the common case; the slower ABC check only for anything else.
@@ -537,7 +617,8 @@ class PartitionLog:
         body: bytes | LateBody
         if len(records) >= LATE_BODY_RECORDS and (
             planned := plan_batch_parts(
-                0, records, timestamp_type=self._timestamp_type, now_ms=now_ms, producer=producer
+                0, records, timestamp_type=self._timestamp_type, now_ms=now_ms, producer=producer,
+                transactional=transactional,
             )
         ):
             # Checked and sized here; the body is written by the append's thread, just before it
@@ -550,6 +631,7 @@ class PartitionLog:
                 head, body = encode_batch_parts(
                     0, records, timestamp_type=self._timestamp_type, now_ms=now_ms, packer=self._packer,
                     producer_id=producer[0], producer_epoch=producer[1], base_sequence=producer[2],
+                    transactional=transactional,
                 )
             except (TypeError, ValueError) as exc:
                 raise InvalidRecordError(f"{self.topic}-{self.partition}: {exc}") from exc
@@ -673,7 +755,7 @@ class PartitionLog:
             if sent.producer_id != NO_PRODUCER_ID:
                 return await self.append(
                     decode_produced(data), producer_id=sent.producer_id, producer_epoch=sent.producer_epoch,
-                    base_sequence=sent.base_sequence,
+                    base_sequence=sent.base_sequence, transactional=sent.is_transactional,
                 )
             return await self.append(decode_produced(data))
         view = memoryview(data)
@@ -689,6 +771,62 @@ class PartitionLog:
         if self._writer is None:
             self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
         return await future
+
+    async def write_txn_marker(
+        self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0
+    ) -> int:
+        """End ``producer_id``'s transaction at this partition with a marker; returns the marker's offset.
+
+        What Kafka's transaction coordinator writes to each partition of a
+        transaction (WriteTxnMarkers): a control batch in Kafka's format (one
+        record: commit or abort, and ``coordinator_epoch``) that takes one
+        offset and is never returned as a record. The transaction's records
+        become decided: :attr:`last_stable_offset` moves past them, and an
+        abort adds the transaction to the segment's ``.txnindex``
+        (:meth:`aborted_transactions`), so ``read_committed`` reads skip them.
+        With no transaction open for the producer the marker is written all
+        the same (Kafka does). A newer ``producer_epoch`` than the producer's
+        is taken (the coordinator bumps it when it aborts a timed-out one).
+        Durability as :meth:`append`.
+
+        Raises:
+            InvalidRecordError: a field of the wrong type or out of range.
+            InvalidProducerEpochError: ``producer_epoch`` is older than the producer's (fenced).
+            TransactionCoordinatorFencedError: ``coordinator_epoch`` is older than the
+                one of the producer's last marker here.
+            StorageError, ClosedError: as :meth:`append`.
+        """
+        self._check_writable()
+        if commit is not True and commit is not False:
+            raise InvalidRecordError(f"commit must be a bool, got {commit!r}")
+        fields: tuple[object, ...] = (producer_id, producer_epoch, coordinator_epoch)
+        if any(type(field) is not int for field in fields):
+            raise InvalidRecordError(
+                f"{self.topic}-{self.partition}: producer_id, producer_epoch and coordinator_epoch must be ints, "
+                f"got {fields!r}"
+            )
+        if producer_id < 0 or not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH or not 0 <= coordinator_epoch < 2**31:
+            raise InvalidRecordError(
+                f"{self.topic}-{self.partition}: a marker needs a producer id >= 0, an epoch in "
+                f"[0, {MAX_PRODUCER_EPOCH}] and a coordinator epoch in [0, 2**31-1]; got {fields!r}"
+            )
+        now_ms = _now_ms()
+        data = encode_control_batch(
+            producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch, timestamp=now_ms
+        )
+        head = bytearray(data[:HEADER_SIZE])
+        body = data[HEADER_SIZE:]
+        if self._timestamp_type is TimestampType.LOG_APPEND_TIME:
+            stamp_log_append_time(head, body, now_ms)
+        header = read_header(head)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AppendResult] = loop.create_future()
+        self._pending.append(
+            _PendingAppend(head, body, header, header.size, future, marker=(commit, coordinator_epoch))
+        )
+        if self._writer is None:
+            self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
+        return (await future).first_offset
 
     async def _write_pending(self) -> None:
         try:
@@ -810,46 +948,94 @@ class PartitionLog:
             offsets, self._segments.base_offsets(), log_start_offset=start, log_end_offset=end,
             clean_shutdown=self._clean_open,
         )
-        for offset in plan.delete:
-            await remove(directory / snapshot_file_name(offset))
+        if not self._read_only:
+            for offset in plan.delete:
+                await remove(directory / snapshot_file_name(offset))
+        # Recovery reset the .txnindex of the segments it scanned: the state must be rebuilt from a
+        # snapshot at or below the first of them, so that the scan sees (and indexes) their aborts.
+        rebuild_from = None if self._read_only else self._txn_index_from
+        candidates = [c for c in plan.candidates if rebuild_from is None or c <= rebuild_from]
         producers = ProducerStateManager(start)
         now_ms = _now_ms()
-        if plan.assume_empty:
+        if plan.assume_empty and rebuild_from is None:
             # Cleanly closed with no snapshot at all: written by a seglog from before producer state
             # (its batches carry no producer id), or every snapshot was lost to a power cut after the
             # close -- which syncs a snapshot that holds producers, so the state was empty.
             start = end
-        for offset in plan.candidates:
+        for offset in candidates:
             path = directory / snapshot_file_name(offset)
             try:
                 entries = decode_snapshot(await in_thread(_read_snapshot, path), offset)
             except CorruptSnapshotError as exc:
                 log.warning("%s: %s; ignored (deleted), the producer state is rebuilt from the log", path, exc)
-                await remove(path)
+                if not self._read_only:
+                    await remove(path)
                 continue
             producers.load_snapshot(entries, offset, now_ms=now_ms)
             self._last_snapshot_offset = max(self._last_snapshot_offset, offset)
             start = offset
             break
         if start < end:
-
-            def visit(header: BatchHeader) -> None:  # in the read's thread; nothing else uses producers yet
-                producers.load_batch(
-                    header.producer_id, header.producer_epoch, header.base_sequence, header.base_offset,
-                    header.last_offset_delta, header.max_timestamp, is_transactional=header.is_transactional,
-                    is_control=header.is_control,
-                )
-
-            for segment in self._segments.values(start, end):
-                await segment.visit_batch_headers(start, end, visit)
+            await self._replay(producers, start, end, rebuild_from)
             log.info(
                 "%s-%d: producer state rebuilt from offset %d to %d (%d producers)",
                 self.topic, self.partition, start, end, len(producers.producers),
             )
         producers.map_end_offset = end
+        segments = self._segments.values()
+
+        def read_aborted() -> list[AbortedTxn]:
+            return [txn for segment in segments for txn in segment.aborted_txns_in_thread()]
+
+        aborted = await in_thread(read_aborted)
         self._producers = producers
+        self._aborted = aborted
         self._producers_loaded = True
+        self._txn_index_from = None
         return producers
+
+    async def _replay(self, producers: ProducerStateManager, start: int, end: int, rebuild_from: int | None) -> None:
+        """Bring ``producers`` from ``start`` to ``end`` with the log's batches (Kafka's ``rebuildProducerState``).
+
+        Only headers are read, but for the markers' one record (commit or
+        abort). The aborts at or after ``rebuild_from`` are appended to their
+        segment's ``.txnindex`` (recovery emptied it; Kafka's ``LogSegment.recover``).
+        """
+
+        class MarkerFound(Exception):  # stops the header walk at a marker: its record decides the state
+            def __init__(self, header: BatchHeader) -> None:
+                super().__init__()
+                self.header = header
+
+        def visit(header: BatchHeader) -> None:  # in the read's thread; nothing else uses producers yet
+            if header.is_control:
+                raise MarkerFound(header)
+            producers.load_batch(
+                header.producer_id, header.producer_epoch, header.base_sequence, header.base_offset,
+                header.last_offset_delta, header.max_timestamp, is_transactional=header.is_transactional,
+            )
+
+        for segment in self._segments.values(start, end):
+            position = max(start, segment.base_offset)
+            rebuilt: list[AbortedTxn] = []
+            while position < end:
+                try:
+                    await segment.visit_batch_headers(position, end, visit)
+                except MarkerFound as found:
+                    header = found.header
+                    marker = await _read_marker(segment, header)
+                    completed, lso = producers.load_marker(
+                        header.producer_id, header.producer_epoch, header.base_offset, header.max_timestamp,
+                        commit=marker.commit, coordinator_epoch=marker.coordinator_epoch,
+                    )
+                    if completed.is_aborted and rebuild_from is not None and header.base_offset >= rebuild_from:
+                        rebuilt.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                  completed.last_offset, lso))
+                    position = header.next_offset
+                    continue
+                break
+            if rebuilt:
+                await segment.append_aborted_txns(rebuilt, fsync=True)
 
     def _admit(self, group: list[_PendingAppend]) -> list[_PendingAppend]:
         """``group`` without the producers' batches that are retries or refused (lock held).
@@ -866,7 +1052,19 @@ class PartitionLog:
         next_offset = self._log_end_offset
         for item in group:
             header = item.header
-            if header.producer_id != NO_PRODUCER_ID:
+            if item.marker is not None:
+                try:
+                    check.check_marker(
+                        header.producer_id, header.producer_epoch, item.marker[1], next_offset, header.max_timestamp,
+                        commit=item.marker[0],
+                    )
+                except ProducerError as exc:
+                    log.info("%s-%d: %s", self.topic, self.partition, exc)
+                    assert item.future is not None
+                    if not item.future.done():
+                        item.future.set_exception(exc)
+                    continue
+            elif header.producer_id != NO_PRODUCER_ID:
                 try:
                     duplicate = check.check(
                         header.producer_id, header.producer_epoch, header.base_sequence, next_offset,
@@ -1018,12 +1216,46 @@ class PartitionLog:
             # bytes went in, publish them before passing the cancellation on, or the next append
             # would reuse these offsets.
             if segment.size > size_before:
-                self._publish(chunk, records, fsync)
+                aborted = self._publish(chunk, records, fsync)
+                if aborted:
+                    await run_to_completion(self._index_aborts(segment, chunk, aborted, fsync))
             raise
-        self._publish(chunk, records, fsync)
+        aborted = self._publish(chunk, records, fsync)
+        if aborted:
+            await run_to_completion(self._index_aborts(segment, chunk, aborted, fsync))
 
-    def _publish(self, chunk: list[_PendingAppend], records: int, fsync: bool) -> None:
-        """The bytes of ``chunk`` are in the file: move the log end, wake readers, resolve the callers."""
+    async def _index_aborts(
+        self, segment: LogSegment, chunk: list[_PendingAppend], aborted: list[AbortedTxn], fsync: bool
+    ) -> None:
+        """Write the ``.txnindex`` entries of the aborts ``chunk`` wrote, then answer its markers' callers.
+
+        (Readers already know them: ``_publish`` added them to ``_aborted``.)
+        A failure goes to the markers' callers; the entries stay known until
+        the partition closes, and an open after a crash rebuilds them.
+        """
+        error: BaseException | None = None
+        try:
+            await segment.append_aborted_txns(aborted, fsync=fsync)
+        except SeglogError as exc:
+            log.error("%s-%d: .txnindex entries %s not written: %s", self.topic, self.partition, aborted, exc)
+            error = exc
+        start = self._log_start_offset
+        for item in chunk:
+            future = item.future
+            if item.marker is None or future is None or future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                base, header = item.base_offset, item.header
+                future.set_result(_new_append_result((base, base, header.max_timestamp, NO_TIMESTAMP, start)))
+
+    def _publish(self, chunk: list[_PendingAppend], records: int, fsync: bool) -> list[AbortedTxn]:
+        """The bytes of ``chunk`` are in the file: move the log end, wake readers, resolve the callers.
+
+        Returns the aborted transactions whose markers ``chunk`` holds (their
+        callers are answered once the ``.txnindex`` has them: ``_index_aborts``).
+        """
         last = chunk[-1]
         self._log_end_offset = last.base_offset + last.header.last_offset_delta + 1
         # Keep the last small write in memory for tailing readers (see read()); a large group is not
@@ -1053,9 +1285,24 @@ class PartitionLog:
         start = self._log_start_offset
         producers = self._producers
         producers.map_end_offset = self._log_end_offset
+        aborted: list[AbortedTxn] = []
         for item in chunk:
             base, header = item.base_offset, item.header
             append_time = header.max_timestamp if log_append_time else NO_TIMESTAMP
+            if item.marker is not None:
+                completed, lso = producers.load_marker(
+                    header.producer_id, header.producer_epoch, base, header.max_timestamp,
+                    commit=item.marker[0], coordinator_epoch=item.marker[1],
+                )
+                if completed.is_aborted:
+                    txn = AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+                    self._aborted.append(txn)
+                    aborted.append(txn)
+                elif item.future is not None and not item.future.done():
+                    item.future.set_result(
+                        _new_append_result((base, base, header.max_timestamp, append_time, start))
+                    )
+                continue
             if header.producer_id != NO_PRODUCER_ID:
                 producers.load_batch(
                     header.producer_id, header.producer_epoch, header.base_sequence, base,
@@ -1082,6 +1329,7 @@ class PartitionLog:
                         (base, base + header.last_offset_delta, header.max_timestamp, append_time, start)
                     )
                 )
+        return aborted
 
     async def _roll(self, now_ms: int) -> LogSegment:
         """Seal the active segment and start a new one at the log end offset (lock held)."""
@@ -1180,18 +1428,31 @@ class PartitionLog:
 
     # -- read --------------------------------------------------------------------------
 
-    async def read(self, offset: int, max_bytes: int = DEFAULT_FETCH_BYTES) -> FetchResult:
+    async def read(
+        self, offset: int, max_bytes: int = DEFAULT_FETCH_BYTES, *, isolation: Isolation = "read_uncommitted"
+    ) -> FetchResult:
         """Records from ``offset`` on, in offset order, about ``max_bytes`` of them.
 
         Always returns at least one record when one exists at or after
         ``offset`` (Kafka's minOneMessage), even if it is larger than
         ``max_bytes``. Reading at the log end offset returns no records.
 
+        ``isolation`` is Kafka's ``isolation.level``. ``"read_uncommitted"``
+        (the default): every data record, those of open and aborted
+        transactions too. ``"read_committed"``: only records below
+        :attr:`last_stable_offset`, without those of aborted transactions.
+        Transaction markers are never returned as records; their offsets are
+        gaps in either isolation (``next_offset`` moves past them).
+
         Raises:
             OffsetOutOfRangeError: ``offset`` is below the log start offset or
                 above the log end offset.
             CorruptRecordError: a batch on disk failed its CRC check.
+            InvalidRecordError: ``isolation`` is neither of the two.
         """
+        if isolation != "read_uncommitted":
+            _check_isolation(isolation)
+            return await self._read_committed(offset, max_bytes)
         if self._closed:
             self._check_open()  # raises
         if self._unopened is not None:
@@ -1240,6 +1501,11 @@ class PartitionLog:
                 records = data.records(max_offset=end)
                 if records:
                     return _new_fetch_result((records, records[-1].offset + 1, end, self._log_start_offset))
+                # Only transaction markers (no records): read on after them.
+                following = _end_of_batches(data.data, end)
+                if following > offset:
+                    offset = following
+                    continue
             segment = self._segments.higher_segment(segment.base_offset)
             if segment is not None and segment.base_offset != offset:
                 # The segments do not chain here: the one before ends below `offset`, the next begins
@@ -1251,8 +1517,90 @@ class PartitionLog:
                 )
         return FetchResult([], offset, end, self._log_start_offset)
 
+    async def _ensure_producers(self) -> None:
+        """Load the producer state and aborted transactions if they are not yet (what read_committed needs).
+
+        Raises:
+            SeglogError: they cannot be loaded (a read_committed read cannot be answered without them).
+        """
+        if self._producers_loaded:
+            return
+        if self._unopened is not None:
+            await self._open()
+        async with self._lock:
+            self._check_open()
+            await self._ready_producers()
+
+    async def _read_committed(self, offset: int, max_bytes: int) -> FetchResult:
+        """``read(offset, max_bytes, isolation="read_committed")``: committed data records below the LSO.
+
+        Reads whole batches (:meth:`read_batches`) and drops the markers and
+        the batches of aborted transactions (the ones Kafka's consumer drops
+        with the fetch's aborted-transaction list), going on past them until a
+        record is found or the LSO is reached.
+        """
+        if self._closed:
+            self._check_open()
+        if type(max_bytes) is not int or max_bytes < 0:
+            raise InvalidRecordError(f"max_bytes must be a non-negative int, got {max_bytes!r}")
+        await self._ensure_producers()
+        while True:
+            stable = self.last_stable_offset
+            batches = await self.read_batches(offset, max_bytes)  # checks offset (type and range)
+            end, start = self._log_end_offset, self._log_start_offset
+            kept = [(header, view) for header, view in batches if header.base_offset < stable]
+            if not kept:
+                return FetchResult([], offset, end, start)
+            aborted = self._aborted_txns(offset, kept[-1][0].next_offset)
+            records: list[Record] = []
+            next_offset = offset
+            for header, view in kept:
+                next_offset = header.next_offset
+                if header.is_control or (header.is_transactional and _aborted_batch(header, aborted)):
+                    continue
+                limit = max_bytes if not records and header.size > max_bytes else None
+                got = decode_batch(view, 0, header, start_offset=offset, max_bytes=limit)
+                records.extend(got)
+                if limit is not None and got and got[-1].offset < header.last_offset:
+                    next_offset = got[-1].offset + 1  # a batch larger than max_bytes: cut as read() cuts
+                    break
+            if records:
+                return FetchResult(records, next_offset, end, start)
+            offset = next_offset
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTransaction]:
+        """The aborted transactions overlapping ``[start_offset, end_offset)`` (Kafka's ``collectAbortedTxns``).
+
+        Each is a producer id and the first offset of its transaction here:
+        what a Kafka FetchResponse under ``read_committed`` carries, so that a
+        reader of :meth:`read_batches` skips that producer's transactional
+        batches from ``first_offset`` to its abort marker. Answered from
+        memory (the ``.txnindex`` entries are loaded with the producer state,
+        when the files are opened).
+
+        Raises:
+            InvalidRecordError: the offsets are not ints.
+        """
+        if type(start_offset) is not int or type(end_offset) is not int:
+            raise InvalidRecordError(f"offsets must be ints, got {start_offset!r} and {end_offset!r}")
+        return [AbortedTransaction(txn.producer_id, txn.first_offset)
+                for txn in self._aborted_txns(start_offset, end_offset)]
+
+    def _aborted_txns(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        aborted = self._aborted
+        found: list[AbortedTxn] = []
+        # Entries are in marker (last offset) order; Kafka's rule: last >= start and first < end, and
+        # none after an entry whose LSO reaches the end can start before it.
+        for i in range(bisect_left(aborted, start_offset, key=_last_offset_of), len(aborted)):
+            txn = aborted[i]
+            if txn.first_offset < end_offset:
+                found.append(txn)
+            if txn.last_stable_offset >= end_offset:
+                break
+        return found
+
     async def read_batches(
-        self, offset: int, max_bytes: int = DEFAULT_FETCH_BYTES
+        self, offset: int, max_bytes: int = DEFAULT_FETCH_BYTES, *, isolation: Isolation = "read_uncommitted"
     ) -> list[tuple[BatchHeader, memoryview]]:
         """The stored batches from the one holding ``offset`` on, as they are on disk: ``(header, bytes)`` each.
 
@@ -1267,11 +1615,24 @@ class PartitionLog:
         not); its body is not decoded (``seglog.segments.batch.decode_batch``
         does that). Empty at the log end.
 
+        Control batches (transaction markers) are among them, as Kafka's
+        Fetch returns them. With ``isolation="read_committed"`` only the
+        batches below :attr:`last_stable_offset` are returned (empty at or past
+        it); the batches of aborted transactions are still there, and
+        :meth:`aborted_transactions` of the range says which they are (as
+        Kafka's Fetch does: its consumer drops them).
+
         Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log start, log end]``.
             CorruptRecordError: a batch on disk fails its header rules, its CRC or
                 the offset rules, or ``offset`` is in no segment (one is missing).
         """
+        if isolation != "read_uncommitted":
+            _check_isolation(isolation)
+            await self._ensure_producers()
+            batches = await self.read_batches(offset, max_bytes)
+            stable = self.last_stable_offset
+            return [batch for batch in batches if batch[0].base_offset < stable]
         if self._closed:
             self._check_open()  # raises
         if self._unopened is not None:
@@ -1389,13 +1750,16 @@ class PartitionLog:
         return None if found is None else self._answer_in(best[1], found.offset, found.timestamp)
 
     def subscribe(
-        self, start_offset: int | None = None, *, max_bytes: int = DEFAULT_FETCH_BYTES
+        self, start_offset: int | None = None, *, max_bytes: int = DEFAULT_FETCH_BYTES,
+        isolation: Isolation = "read_uncommitted",
     ) -> AsyncGenerator[Record, None]:
         """Yield records from ``start_offset`` (default: the log start) on, waiting for new ones.
 
         Waiting costs nothing: the iterator sleeps on a future that the next
         append resolves (no polling). The iteration ends when the log or the
-        engine is closed or the topic deleted.
+        engine is closed or the topic deleted. ``isolation`` as :meth:`read`:
+        under ``"read_committed"`` the iterator waits at the last stable
+        offset until the open transaction there ends.
 
         Raises:
             InvalidRecordError: (at once, before iterating) ``start_offset`` is
@@ -1408,13 +1772,29 @@ class PartitionLog:
         if start_offset is not None:
             validate_offset(start_offset, "start_offset")
         validate_int64(max_bytes, "max_bytes", minimum=0)
-        return self._subscribe(start_offset, max_bytes)
+        _check_isolation(isolation)
+        return self._subscribe(start_offset, max_bytes, isolation)
 
-    async def _subscribe(self, start_offset: int | None, max_bytes: int) -> AsyncGenerator[Record, None]:
+    async def _subscribe(
+        self, start_offset: int | None, max_bytes: int, isolation: Isolation
+    ) -> AsyncGenerator[Record, None]:
         if self._unopened is not None:
             await self._open()  # the files' log start and end bound the position
+        committed = isolation == "read_committed"
+        if committed:
+            await self._ensure_producers()
         offset = self._log_start_offset if start_offset is None else start_offset
         while not self._closed:
+            if committed and self._log_start_offset <= offset <= self._log_end_offset:
+                if offset >= self.last_stable_offset:
+                    await self._wait_for_write()  # a write (a marker, say) may move the LSO
+                    continue
+                result = await self.read(offset, max_bytes, isolation="read_committed")
+                for record in result.records:
+                    yield record
+                offset = result.next_offset
+                await asyncio.sleep(0)
+                continue
             if offset < self._log_end_offset:
                 result = await self.read(offset, max_bytes)
                 for record in result.records:
@@ -1447,6 +1827,18 @@ class PartitionLog:
             finally:
                 if waiter in self._data_waiters:
                     self._data_waiters.remove(waiter)
+
+    async def _wait_for_write(self) -> None:
+        """Return after the next write (or at once when the log is closed)."""
+        if self._closed:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._data_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._data_waiters:
+                self._data_waiters.remove(waiter)
 
     def _wake_readers(self) -> None:
         waiters, self._data_waiters = self._data_waiters, []
@@ -1563,6 +1955,10 @@ class PartitionLog:
                 # The state at that segment's start is of no use without the segment (Kafka deletes it too).
                 await remove(self.directory / snapshot_file_name(base))
                 deleted += 1
+            first = self._segments.first_segment
+            if first is not None:
+                # The aborts whose markers went with the deleted segments (their .txnindex went too).
+                self._aborted = [txn for txn in self._aborted if txn.last_offset >= first.base_offset]
             log.info("%s-%d: retention (%s) deleted %d segment(s)", self.topic, self.partition, plan.reason, deleted)
         return deleted
 
@@ -1753,3 +2149,51 @@ def _read_batches(buf: bytes, offset: int, max_bytes: int) -> list[Record]:
             break
         stop += following
     return decode_batches(view[position:stop], start_offset=offset, max_batch_bytes=stop - position)
+
+
+async def _read_marker(segment: LogSegment, header: BatchHeader) -> ControlRecord:
+    """The record of the control batch ``header`` of ``segment`` (read, CRC-checked, decoded).
+
+    Raises:
+        CorruptRecordError: the batch is not where its header was, fails its CRC, or is no marker.
+    """
+    data = await segment.read(header.base_offset, header.size, min_one_message=True)
+    if data is None or len(data.data) < header.size:
+        raise CorruptRecordError(f"{segment.log_path}: the marker at offset {header.base_offset} cannot be read back")
+    found = read_header(data.data)
+    if found.base_offset != header.base_offset or not found.is_control:
+        raise CorruptRecordError(f"{segment.log_path}: no marker at offset {header.base_offset} on a second read")
+    verify_crc(data.data, 0, found)
+    return control_record(data.data, 0, found)
+
+
+def _check_isolation(isolation: object) -> None:
+    if isolation not in ISOLATION_LEVELS or type(isolation) is not str:
+        raise InvalidRecordError(
+            f"isolation must be 'read_uncommitted' or 'read_committed' (Kafka's isolation.level), got {isolation!r}"
+        )
+
+
+def _last_offset_of(txn: AbortedTxn) -> int:
+    return txn.last_offset
+
+
+def _aborted_batch(header: BatchHeader, aborted: list[AbortedTxn]) -> bool:
+    """Whether the transactional batch ``header`` belongs to one of the ``aborted`` transactions."""
+    producer_id, offset = header.producer_id, header.base_offset
+    return any(
+        txn.producer_id == producer_id and txn.first_offset <= offset <= txn.last_offset for txn in aborted
+    )
+
+
+def _end_of_batches(buf: memoryview, end: int) -> int:
+    """The offset after the last whole batch of ``buf`` (batches back to back) that starts below ``end``."""
+    position, size = 0, len(buf)
+    following = -1
+    while position + HEADER_SIZE <= size:
+        header = read_header(buf, position)
+        if header.base_offset >= end or header.batch_length <= 0 or position + header.size > size:
+            break
+        following = header.next_offset
+        position += header.size
+    return following

@@ -46,6 +46,7 @@ from seglog.engine.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from seglog.segments.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
@@ -58,6 +59,7 @@ __all__ = [
     "AppendCheck",
     "AppendOrigin",
     "BatchMetadata",
+    "CompletedTxn",
     "ProducerAppendInfo",
     "ProducerStateEntry",
     "ProducerStateManager",
@@ -219,6 +221,21 @@ class ProducerStateEntry:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended at one partition (Kafka's ``CompletedTxn``).
+
+    ``first_offset`` is the offset of its first batch here (the marker's own
+    offset when the producer had no open transaction: Kafka writes the marker
+    anyway), ``last_offset`` the marker's offset.
+    """
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 class AppendOrigin(enum.Enum):
     """Who appends, which sets how much is checked (Kafka's ``AppendOrigin``)."""
 
@@ -237,13 +254,14 @@ class ProducerAppendInfo:
     A refused batch leaves the copy as it was.
     """
 
-    __slots__ = ("entry", "origin", "producer_id", "started_transactions")
+    __slots__ = ("completed_transactions", "entry", "origin", "producer_id", "started_transactions")
 
     def __init__(self, producer_id: int, current: ProducerStateEntry | None, origin: AppendOrigin) -> None:
         self.producer_id = producer_id
         self.origin = origin
         self.entry = current.copy() if current is not None else ProducerStateEntry(producer_id)
         self.started_transactions: list[int] = []  # first offsets of the transactions these batches opened
+        self.completed_transactions: list[CompletedTxn] = []  # what the markers among them ended
 
     def find_duplicate(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         return self.entry.find_duplicate(producer_epoch, first_seq, last_seq)
@@ -279,6 +297,41 @@ class ProducerAppendInfo:
         if is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
             self.started_transactions.append(first_offset)
+
+    def append_end_txn_marker(
+        self, producer_epoch: int, coordinator_epoch: int, offset: int, timestamp: int, *, commit: bool
+    ) -> CompletedTxn:
+        """Check (from the coordinator) and record a transaction marker at ``offset`` (Kafka's ``appendEndTxnMarker``).
+
+        Ends the producer's open transaction here; with none open, the marker
+        is still written (Kafka does) and ends an empty one at ``offset``. A
+        newer epoch is taken (the coordinator bumped it when aborting a
+        timed-out transaction); the producer's batches of the old one are forgotten.
+
+        Raises:
+            InvalidProducerEpochError: the marker's epoch is older than the producer's.
+            TransactionCoordinatorFencedError: its coordinator epoch is older than the
+                one of the marker written before it for this producer.
+        """
+        entry = self.entry
+        if self.origin is AppendOrigin.CLIENT:
+            self._check_epoch(producer_epoch, offset)
+            if coordinator_epoch < entry.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"producer {self.producer_id}: the marker for offset {offset} comes from coordinator epoch "
+                    f"{coordinator_epoch}, older than epoch {entry.coordinator_epoch} that wrote this producer's "
+                    "last marker: a newer coordinator took over"
+                )
+        entry.maybe_update_epoch(producer_epoch)
+        first = entry.current_txn_first_offset
+        completed = CompletedTxn(self.producer_id, offset if first is None else first, offset, not commit)
+        entry.current_txn_first_offset = None
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        if first is not None and first in self.started_transactions:
+            self.started_transactions.remove(first)  # opened and ended in the same write
+        self.completed_transactions.append(completed)
+        return completed
 
     def _check_epoch(self, producer_epoch: int, offset: int) -> None:
         current = self.entry.producer_epoch
@@ -344,8 +397,37 @@ class ProducerStateManager:
     def update(self, info: ProducerAppendInfo) -> None:
         """Take the entry ``info`` built (its batches must be the next ones of the producer in the log)."""
         self._producers[info.producer_id] = info.entry
+        for completed in info.completed_transactions:
+            if self._ongoing_txns.get(completed.first_offset) == completed.producer_id:
+                del self._ongoing_txns[completed.first_offset]
         for first_offset in info.started_transactions:
             self._ongoing_txns[first_offset] = info.producer_id
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO an aborted transaction's ``.txnindex`` entry records (Kafka's ``lastStableOffset(completedTxn)``).
+
+        The first offset of the oldest transaction still open of another
+        producer, else the offset after the marker. Asked before
+        :meth:`update` takes the marker.
+        """
+        others = [first for first, pid in self._ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def load_marker(
+        self, producer_id: int, producer_epoch: int, offset: int, timestamp: int, *, commit: bool,
+        coordinator_epoch: int,
+    ) -> tuple[CompletedTxn, int]:
+        """Record a transaction marker that is in the log at ``offset``: the transaction it ended, and its LSO.
+
+        Nothing is checked (the marker was checked before it was written, or is
+        read back while rebuilding); the LSO is :meth:`last_stable_offset`'s.
+        """
+        self.map_end_offset = max(self.map_end_offset, offset + 1)
+        info = self.prepare_update(producer_id, AppendOrigin.LOG)
+        completed = info.append_end_txn_marker(producer_epoch, coordinator_epoch, offset, timestamp, commit=commit)
+        lso = self.last_stable_offset(completed)
+        self.update(info)
+        return completed, lso
 
     def load_batch(
         self,
@@ -458,9 +540,7 @@ class AppendCheck:
             InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError:
                 the batch is refused (nothing of it is recorded).
         """
-        info = self._infos.get(producer_id)
-        if info is None:
-            info = self._infos[producer_id] = self._manager.prepare_update(producer_id, AppendOrigin.CLIENT)
+        info = self._info(producer_id)
         last_seq = increment_sequence(base_sequence, last_offset_delta)
         duplicate = info.find_duplicate(producer_epoch, base_sequence, last_seq)
         if duplicate is not None:
@@ -470,6 +550,25 @@ class AppendCheck:
             is_transactional=is_transactional,
         )
         return None
+
+    def check_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, offset: int, timestamp: int, *,
+        commit: bool,
+    ) -> None:
+        """Check a transaction marker to be written at ``offset`` after the batches admitted before it.
+
+        Raises:
+            InvalidProducerEpochError, TransactionCoordinatorFencedError: the marker is refused.
+        """
+        self._info(producer_id).append_end_txn_marker(
+            producer_epoch, coordinator_epoch, offset, timestamp, commit=commit
+        )
+
+    def _info(self, producer_id: int) -> ProducerAppendInfo:
+        info = self._infos.get(producer_id)
+        if info is None:
+            info = self._infos[producer_id] = self._manager.prepare_update(producer_id, AppendOrigin.CLIENT)
+        return info
 
 
 # ------------------------------------------------------------------------------------ snapshot files

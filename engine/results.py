@@ -8,17 +8,20 @@ Must not import: ``tools``.
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple, TypeAlias
 
 from seglog.segments.records import Record
 
 __all__ = [
+    "ISOLATION_LEVELS",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "NO_TIMESTAMP",
+    "AbortedTransaction",
     "AppendResult",
     "FetchResult",
+    "Isolation",
     "OffsetAndTimestamp",
     "RecordMetadata",
 ]
@@ -28,6 +31,22 @@ LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
 MAX_TIMESTAMP: Final = -3
 NO_TIMESTAMP: Final = -1  # Kafka's RecordBatch.NO_TIMESTAMP
+
+
+Isolation: TypeAlias = Literal["read_uncommitted", "read_committed"]
+"""Kafka's ``isolation.level``: what a read returns of transactions (see ``PartitionLog.read``)."""
+ISOLATION_LEVELS: Final = ("read_uncommitted", "read_committed")
+
+
+class AbortedTransaction(NamedTuple):
+    """An aborted transaction overlapping a fetched range (Kafka's FetchResponse ``AbortedTransaction``).
+
+    A reader of batches skips the transactional batches of ``producer_id``
+    from ``first_offset`` up to that producer's abort marker.
+    """
+
+    producer_id: int
+    first_offset: int
 
 
 class AppendResult(NamedTuple):

@@ -101,12 +101,14 @@ NO_PRODUCER_ID: Final = -1  # part of the format
 NO_PRODUCER_EPOCH: Final = -1  # part of the format
 NO_SEQUENCE: Final = -1  # part of the format
 # Attributes (int16): bits 0-2 compression (only 0 = none is written or accepted), bit 3 timestamp
-# type, bit 4 transactional, bit 5 control; bits 6-15 must be 0 (part of the format).
+# type, bit 4 transactional, bit 5 control; bits 6-15 must be 0 (part of the format). A control batch
+# (a transaction marker) is always written in Kafka's format (magic 2): bit 5 is refused in seglog's own.
 COMPRESSION_MASK: Final = 0x07
 TIMESTAMP_TYPE_BIT: Final = 0x08
 TRANSACTIONAL_BIT: Final = 0x10
 CONTROL_BIT: Final = 0x20
 KNOWN_ATTRIBUTES: Final = 0x3F
+_ATTRIBUTES_LOW: Final = 22  # the low byte of the big-endian attributes (bytes 21-22)
 # The smallest body: fixarray(5) [nil, nil, fixarray(1) [nil], fixarray(1) [nil], nil] = 8 bytes, and
 # every further record costs at least 2 more (its key and value, nil each); this bounds record_count
 # by the body length: record_count * 2 + 6 <= len(body).
@@ -116,7 +118,7 @@ _BODY_FIXED_BYTES: Final = MIN_BODY_BYTES - MIN_RECORD_BYTES  # 6
 MIN_BATCH_SIZE: Final = HEADER_SIZE + MIN_BODY_BYTES  # 69 bytes
 _MIN_BATCH_LENGTH: Final = MIN_BATCH_SIZE - 12  # batch_length of the smallest batch
 _HEADER_BYTES_IN_LENGTH: Final = HEADER_SIZE - 12  # 49 header bytes counted by batch_length
-_REFUSED_ATTRIBUTES: Final = ~0x3F | 0x07  # unknown bits, and any compression codec
+_REFUSED_ATTRIBUTES: Final = ~0x3F | 0x07 | 0x20  # unknown bits, a codec, the control bit (Kafka format only)
 INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
 
@@ -181,12 +183,12 @@ class BatchHeader(NamedTuple):
 
     @property
     def is_transactional(self) -> bool:
-        """Attribute bit 4 (written as 0 today; reserved for transactions)."""
+        """Attribute bit 4: a batch of a producer's transaction (data or marker)."""
         return bool(self.attributes & TRANSACTIONAL_BIT)
 
     @property
     def is_control(self) -> bool:
-        """Attribute bit 5 (written as 0 today; reserved for transaction markers)."""
+        """Attribute bit 5: a control batch (a transaction marker; only in Kafka's format), never data."""
         return bool(self.attributes & CONTROL_BIT)
 
 
@@ -210,11 +212,13 @@ def encode_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
 ) -> bytes:
     """Encode ``records`` as one batch whose first record gets ``base_offset``; see :func:`encode_batch_parts`."""
     head, body = encode_batch_parts(
         base_offset, records, timestamp_type=timestamp_type, now_ms=now_ms, packer=packer,
         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        transactional=transactional,
     )
     return b"".join((head, body))
 
@@ -229,6 +233,7 @@ def encode_batch_parts(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
 ) -> tuple[bytearray, bytes]:
     """Encode ``records`` as one batch whose first record gets ``base_offset``: ``(header, body)``.
 
@@ -240,7 +245,9 @@ def encode_batch_parts(
 
     Records get consecutive offsets (offset delta = index in ``records``; their
     ``offset`` field is ignored). A ``None`` timestamp becomes ``now_ms``; with
-    ``LOG_APPEND_TIME`` every timestamp becomes ``now_ms``. ``packer`` is the
+    ``LOG_APPEND_TIME`` every timestamp becomes ``now_ms``. ``transactional``
+    sets attribute bit 4 (a batch of a producer's open transaction, which
+    needs a producer id). ``packer`` is the
     writer's reused ``msgpack.Packer(use_bin_type=True)`` (one per writer; a
     shared module default otherwise), used on the Python path only: the C
     encoder writes the same bytes itself.
@@ -279,7 +286,9 @@ def encode_batch_parts(
             )
         # Offsets are dense (delta = index), which the nil offset column says.
         body = (packer or _DEFAULT_PACKER).pack((None, deltas, keys, values, headers_column))
-    attributes = TIMESTAMP_TYPE_BIT if log_append_time else 0
+    if transactional and producer_id < 0:
+        raise ValueError("a transactional batch needs a producer id")
+    attributes = (TIMESTAMP_TYPE_BIT if log_append_time else 0) | (TRANSACTIONAL_BIT if transactional else 0)
     crc_header = _CRC_RANGE_HEADER.pack(
         attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count
     )
@@ -340,6 +349,7 @@ def plan_batch_parts(
     timestamp_type: TimestampType,
     now_ms: int,
     producer: tuple[int, int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE),
+    transactional: bool = False,
 ) -> tuple[bytearray, LateBody] | None:
     """:func:`encode_batch_parts` with the body left to be written later: ``(header, body)``, or None.
 
@@ -355,7 +365,8 @@ def plan_batch_parts(
     the records are not the plain valid case: :func:`encode_batch_parts` then
     encodes them (or raises the documented error). The records are copied
     into a tuple, so a caller changing its list meanwhile changes nothing.
-    ``producer`` is the header's producer id, epoch and base sequence.
+    ``producer`` is the header's producer id, epoch and base sequence;
+    ``transactional`` sets attribute bit 4.
     """
     if _fast is None or type(now_ms) is not int or not 0 <= now_ms <= INT64_MAX:
         return None
@@ -370,9 +381,10 @@ def plan_batch_parts(
     plan = _fast.body_plan(records, log_append_time, now_ms)
     if plan is None or plan.size > INT32_MAX - _BATCH_LENGTH_BASE:  # too large: encode_batch_parts decides
         return None
-    crc_header = _CRC_RANGE_HEADER.pack(
-        TIMESTAMP_TYPE_BIT if log_append_time else 0, count - 1, plan.base_ts, plan.max_ts, *producer, count,
-    )
+    if transactional and producer[0] < 0:
+        return None  # encode_batch_parts raises the error
+    attributes = (TIMESTAMP_TYPE_BIT if log_append_time else 0) | (TRANSACTIONAL_BIT if transactional else 0)
+    crc_header = _CRC_RANGE_HEADER.pack(attributes, count - 1, plan.base_ts, plan.max_ts, *producer, count)
     head = _batch_head(base_offset, plan.size, 0, crc_header)  # the CRC is set when the body is written
     return head, LateBody(plan, head, crc_header)
 
@@ -504,6 +516,10 @@ def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
         return f"batch size {size} exceeds the maximum batch size {max_batch_bytes}"
     if header.attributes & ~KNOWN_ATTRIBUTES:
         return f"unknown attribute bits {header.attributes & 0xFFFF:#06x}"
+    if header.attributes & CONTROL_BIT:
+        return "the control bit is set: control batches are written in Kafka's format (magic 2), never seglog's"
+    if header.attributes & TRANSACTIONAL_BIT and header.producer_id < 0:
+        return "a transactional batch without a producer id"
     if header.attributes & COMPRESSION_MASK:
         return f"compression codec {header.attributes & COMPRESSION_MASK} is not supported (only 0 = none)"
     count = header.record_count
@@ -984,8 +1000,8 @@ def first_batch_records(buf: bytes | bytearray, start_offset: int, max_bytes: in
     ``max_bytes`` must be ints in [0, 2**63-1]; ``buf`` must start with the batch.
     """
     fast = _fast
-    if fast is None:
-        return None
+    if fast is None or (len(buf) > _ATTRIBUTES_LOW and buf[_ATTRIBUTES_LOW] & CONTROL_BIT):
+        return None  # the C reader predates the control bit: the Python path refuses such a batch
     got: list[Record] | None = fast.batch_records(
         Record, _crc_value, buf, start_offset, -1 if max_bytes is None else max_bytes
     )
@@ -1012,6 +1028,7 @@ def decode_first_batch(
         and 0 <= start_offset <= INT64_MAX
         and (max_bytes is None or (type(max_bytes) is int and 0 <= max_bytes <= INT64_MAX))
         and (not isinstance(buf, memoryview) or buf.c_contiguous)
+        and not (len(buf) > _ATTRIBUTES_LOW and buf[_ATTRIBUTES_LOW] & CONTROL_BIT)
     ):
         got: list[Record] | None = _fast.batch_records(
             Record, _crc_value, buf, start_offset, -1 if max_bytes is None else max_bytes
@@ -1174,13 +1191,14 @@ def scan_batches(
         if end - position < HEADER_SIZE:
             return ScanResult(position, batches, ScanStop.INCOMPLETE, "a header is cut short", next_offset)
         fields = unpack(buf, position)
-        base_offset, batch_length, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count = fields
+        base_offset, batch_length, _, magic, crc, attributes, last_delta, base_ts, max_ts, pid, _, _, count = fields
         # One fused test of header_problem's rules for the common, valid case (a third of the cost
         # of the function call); header_problem says what is wrong otherwise.
         if (
             magic != MAGIC
             or not _MIN_BATCH_LENGTH <= batch_length <= max_length
             or attributes & _REFUSED_ATTRIBUTES
+            or (attributes & TRANSACTIONAL_BIT and pid < 0)
             or not 0 < count <= last_delta + 1
             or count * MIN_RECORD_BYTES + _BODY_FIXED_BYTES + _HEADER_BYTES_IN_LENGTH > batch_length
             or base_offset < 0

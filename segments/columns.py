@@ -36,7 +36,7 @@ from operator import add
 from typing import Final
 
 from seglog.segments import batch as _batch
-from seglog.segments.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, body_columns
+from seglog.segments.batch import CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, body_columns
 from seglog.segments.records import Header
 
 __all__ = ["BinaryBuffers", "ColumnBuffers", "RecordColumns", "decode_buffers", "decode_columns"]
@@ -259,6 +259,8 @@ def decode_columns(
             holding ``record_count`` records, or fails a check of §2.3 rule 8.
     """
     columns = body_columns(buf, position, header)
+    if header.attributes & CONTROL_BIT:
+        return False  # a transaction marker (checked above): never a record to a reader
     offset_deltas, timestamp_deltas, keys, values, headers = columns
     count = len(offset_deltas)
 

@@ -74,8 +74,13 @@ __all__ = [
     "KafkaBatchError",
     "ProducedBatch",
     "Refusal",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "ControlRecord",
     "check_produced",
     "clear_leader_epoch",
+    "control_record",
+    "encode_control_batch",
     "decode_produced",
     "decode_records",
     "decompress",
@@ -104,9 +109,15 @@ NO_TIMESTAMP: Final = -1
 # a whole batch into memory, so the bound is part of what makes a stored batch readable, and the
 # writer refuses a batch that exceeds it (a small payload must not claim gigabytes).
 MAX_UNCOMPRESSED_BYTES: Final = 64 << 20
-# Attribute bits a stored batch may have: the codec and the timestamp type. Transactional and
-# control batches are refused (seglog has no transactions), and so is any bit Kafka does not define.
-_STORED_ATTRIBUTES: Final = COMPRESSION_MASK | TIMESTAMP_TYPE_BIT
+# Attribute bits a stored batch may have: the codec, the timestamp type, transactional and control
+# (a transaction marker, which the partition writes itself); any bit Kafka does not define is refused.
+_STORED_ATTRIBUTES: Final = COMPRESSION_MASK | TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT
+# A control batch's one record (Kafka's EndTransactionMarker): key = int16 version 0, int16 type;
+# value = int16 version 0, int32 coordinator epoch.
+CONTROL_ABORT: Final = 0
+CONTROL_COMMIT: Final = 1
+_CONTROL_KEY: Final = struct.Struct(">hh")
+_CONTROL_VALUE: Final = struct.Struct(">hi")
 INT64_MAX: Final = 2**63 - 1
 
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
@@ -163,7 +174,8 @@ def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
     """What is wrong with a stored magic-2 batch ``header`` (without its body), or ``None`` (FORMAT.md §2.5).
 
     The size bounds (``max_batch_bytes``), the attribute bits (a codec 0-4, the
-    timestamp type; no transactional or control batch), a record count that
+    timestamp type, transactional, control: a control batch is transactional,
+    has a producer id and exactly one record), a record count that
     fits the offset span and the body (uncompressed: 7 bytes a record at least;
     compressed: within ``MAX_UNCOMPRESSED_BYTES``), the offset range, and the
     timestamps (``max_timestamp >= 0``; under CreateTime also
@@ -179,9 +191,13 @@ def header_problem(header: BatchHeader, max_batch_bytes: int) -> str | None:
         return f"batch size {size} exceeds the maximum batch size {max_batch_bytes}"
     attributes = header.attributes
     if attributes & ~_STORED_ATTRIBUTES & 0xFFFF:
-        if attributes & (TRANSACTIONAL_BIT | CONTROL_BIT):
-            return "a transactional or control batch (seglog stores neither)"
         return f"unknown attribute bits {attributes & 0xFFFF:#06x}"
+    if attributes & CONTROL_BIT and (
+        not attributes & TRANSACTIONAL_BIT or header.record_count != 1 or header.producer_id < 0
+    ):
+        return "a control batch must be transactional, carry a producer id and hold exactly one record"
+    if attributes & TRANSACTIONAL_BIT and header.producer_id < 0:
+        return "a transactional batch without a producer id"
     codec = attributes & COMPRESSION_MASK
     if codec not in CODEC_NAMES:
         return f"compression codec {codec} is unknown (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"
@@ -567,6 +583,8 @@ def decode_records(
         CorruptRecordError: the records break a rule of FORMAT.md §2.5.
     """
     offsets, deltas, keys, values, headers = record_columns(buf, position, header)
+    if header.attributes & CONTROL_BIT:
+        return []  # a transaction marker: never a record to a reader
     base = header.base_offset
     skip = 0
     while skip < len(offsets) and base + offsets[skip] < start_offset:
@@ -595,7 +613,7 @@ def find_timestamp(
     Raises:
         CorruptRecordError: the records break a rule of FORMAT.md §2.5.
     """
-    if header.max_timestamp < timestamp or header.last_offset < start_offset:
+    if header.max_timestamp < timestamp or header.last_offset < start_offset or header.attributes & CONTROL_BIT:
         return None
     offsets, deltas, _, _, _ = record_columns(buf, position, header)
     base = header.base_offset
@@ -633,8 +651,8 @@ def check_produced(data: bytes | bytearray | memoryview, *, max_batch_bytes: int
     size = len(view)
     if size < HEADER_SIZE:
         raise KafkaBatchError(f"a record batch is {size} bytes, shorter than the {HEADER_SIZE}-byte header")
-    (_, batch_length, _, magic, crc, attributes, last_offset_delta, base_timestamp, max_timestamp, _, _, _,
-     count) = _HEADER.unpack_from(view, 0)
+    (_, batch_length, _, magic, crc, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, _,
+     _, count) = _HEADER.unpack_from(view, 0)
     if magic != KAFKA_MAGIC:
         raise KafkaBatchError(
             f"record batch magic {magic} is not supported; Produce v3 and later carry RecordBatch v2 (magic 2)",
@@ -654,10 +672,13 @@ def check_produced(data: bytes | bytearray | memoryview, *, max_batch_bytes: int
         raise KafkaBatchError(f"record batch CRC-32C is {actual:#010x}, the header says {crc:#010x}")
     if attributes & CONTROL_BIT:
         raise KafkaBatchError(
-            "control batches (transaction markers) are not accepted: seglog has no transactions", Refusal.INVALID
+            "a producer sent a control batch (a transaction marker); only the transaction coordinator writes them",
+            Refusal.INVALID,
         )
     if attributes & TRANSACTIONAL_BIT:
-        raise KafkaBatchError("transactional batches are not accepted yet: seglog has no transactions", Refusal.INVALID)
+        if producer_id < 0:
+            raise KafkaBatchError("a transactional batch without a producer id", Refusal.INVALID)
+        attributes &= ~TRANSACTIONAL_BIT  # checked with the other bits below
     if attributes & ~COMPRESSION_MASK & 0xFFFF:
         if attributes & TIMESTAMP_TYPE_BIT:
             raise KafkaBatchError(
@@ -738,3 +759,61 @@ def clear_leader_epoch(head: bytearray) -> None:
     """Set the partition leader epoch of the header ``head`` to -1, seglog's "no epoch" (outside the CRC)."""
     _LEADER_EPOCH.pack_into(head, 12, -1)
 
+
+
+# ------------------------------------------------------------------------------------------------ control batches
+
+
+class ControlRecord(NamedTuple):
+    """The one record of a control batch (Kafka's ``EndTransactionMarker``): commit or abort, and by whom."""
+
+    commit: bool
+    coordinator_epoch: int
+
+
+def encode_control_batch(
+    producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int, timestamp: int
+) -> bytes:
+    """A Kafka v2 control batch (a transaction marker) at base offset 0, as Kafka's ``MemoryRecords`` writes one.
+
+    Attributes transactional | control, base sequence -1, one record whose key is
+    ``int16 version 0, int16 type`` (0 abort, 1 commit) and whose value is
+    ``int16 version 0, int32 coordinator_epoch``; CreateTime ``timestamp``.
+    """
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    # attributes 0, timestamp delta 0, offset delta 0, key, value, no header: every varint fits one byte.
+    fields = bytes((0, 0, 0, len(key) << 1)) + key + bytes((len(value) << 1,)) + value + b"\x00"
+    record = bytes((len(fields) << 1,)) + fields
+    attributes = TRANSACTIONAL_BIT | CONTROL_BIT
+    crc_range = struct.pack(">hiqqqhii", attributes, 0, timestamp, timestamp, producer_id, producer_epoch, -1, 1)
+    crc = google_crc32c.value(crc_range + record)
+    length = HEADER_SIZE - LOG_OVERHEAD + len(record)
+    return struct.pack(">qiibI", 0, length, -1, KAFKA_MAGIC, crc) + crc_range + record
+
+
+def control_record(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> ControlRecord:
+    """What the control batch at ``position`` says (its header and CRC already checked).
+
+    Raises:
+        CorruptRecordError: the batch is not a control batch, or its record is
+            not an end-transaction marker of version 0 (abort or commit).
+    """
+    if not header.attributes & CONTROL_BIT:
+        raise CorruptRecordError(f"batch at position {position} is not a control batch")
+    walk = _walk_stored(buf, position, header, build=True)
+    key, value = walk.keys[0], walk.values[0]
+    if key is None or len(key) != _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control batch at position {position}: its key is not 4 bytes")
+    version, kind = _CONTROL_KEY.unpack(key)
+    if version != 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise CorruptRecordError(
+            f"control batch at position {position}: key version {version} type {kind} is not an end-transaction "
+            "marker (version 0, type 0 abort or 1 commit)"
+        )
+    if value is None or len(value) < _CONTROL_VALUE.size:
+        raise CorruptRecordError(f"control batch at position {position}: its value is shorter than 6 bytes")
+    value_version, coordinator_epoch = _CONTROL_VALUE.unpack_from(value)
+    if value_version != 0:
+        raise CorruptRecordError(f"control batch at position {position}: value version {value_version} is not 0")
+    return ControlRecord(kind == CONTROL_COMMIT, coordinator_epoch)

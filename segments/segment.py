@@ -33,7 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
-from seglog.indexes import LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from seglog.indexes import AbortedTxn, LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from seglog.indexes.errors import ClosedError, SeglogError, StorageError
 from seglog.segments.batch import (
     HEADER,
@@ -774,6 +774,34 @@ class LogSegment:
     def txn_index_path(self) -> Path:
         """Current path of the ``.txnindex`` file (it exists only with aborted transactions)."""
         return self._txn_index.path
+
+    async def append_aborted_txns(self, txns: Sequence[AbortedTxn], *, fsync: bool = False) -> None:
+        """Append ``txns`` (their markers are in this segment, in order) to the ``.txnindex``, creating it.
+
+        With ``fsync`` the file is synced before this returns.
+
+        Raises:
+            InvalidOffsetError: a last offset does not increase.
+            StorageError, ClosedError.
+        """
+        self._check_writable()
+        index = self._txn_index
+
+        def work() -> None:
+            for txn in txns:
+                index.append(txn)
+            if fsync:
+                index.flush()
+
+        await in_thread(work)
+
+    def aborted_txns_in_thread(self) -> list[AbortedTxn]:
+        """Every ``.txnindex`` entry, in file order (blocking; empty without the file).
+
+        Raises:
+            CorruptIndexError, StorageError.
+        """
+        return self._txn_index.all_aborted_txns()
 
     @property
     def closed(self) -> bool:

@@ -56,7 +56,8 @@ def test_the_c_walk_and_the_python_walk_agree_on_every_one_byte_change() -> None
 @pytest.mark.parametrize(
     ("offset", "fmt", "value", "words"),
     [
-        (21, ">h", 0x10, "transactional or control"),
+        (21, ">h", 0x10, "transactional batch without a producer id"),
+        (21, ">h", 0x30, "a control batch must be transactional, carry a producer id"),
         (21, ">h", 0x05, "codec 5"),
         (21, ">h", 0x40, "unknown attribute"),
         (57, ">i", 50, "record count 50"),
