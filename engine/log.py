@@ -2031,6 +2031,10 @@ class PartitionLog:
         first = self._segments.first_segment
         if first is None:
             return None
+        if self._producers_loaded and self._producers.first_undecided_offset() is not None:
+            # A transaction is open: the next open loads the state at once (an unopened partition's
+            # last_stable_offset could not say where it stands).
+            return None
         try:
             largest = await first.largest_timestamp()
         except SeglogError as exc:
