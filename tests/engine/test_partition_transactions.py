@@ -16,6 +16,7 @@ import struct
 import time
 from pathlib import Path
 
+import google_crc32c
 import pytest
 from enginehelpers import reach
 
@@ -56,8 +57,6 @@ async def _all(log: PartitionLog, isolation: str = "read_uncommitted") -> list[t
 
 def _kafka_txn_batch(values: list[bytes], *, pid: int, epoch: int, seq: int, attributes: int = 0x10) -> bytes:
     """A producer's RecordBatch v2 with the transactional bit (offsets from 0), CRC sealed."""
-    import google_crc32c  # noqa: PLC0415 - only this helper needs it
-
     now = time.time_ns() // 1_000_000  # a time-based roll compares record timestamps with the marker's
     batch = bytearray(encode_batch([Record(v, None, now + i, (), i) for i, v in enumerate(values)],
                                    leader_epoch=-1))
