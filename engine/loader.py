@@ -1023,9 +1023,11 @@ async def load_log_dir(
                     )
                     plog = load.logs[key] = PartitionLog(state.name, partition, directory, state.config,
                                                          load.owner, loaded=loaded, read_only=load.read_only)
-                    if not load.read_only:
-                        # Its open transactions and aborts, so that its LSO is right from the start (and
-                        # the .txnindex of the segments recovery scanned is rebuilt now).
+                    if not load.read_only and not recover:
+                        # After a clean shutdown (a partition with a transaction open is not left
+                        # unopened): its state is read from the snapshot at its end, so that its LSO is
+                        # right from the start. After an unclean one it is rebuilt from the log on first
+                        # need instead (reading every recovered segment at open would cost the open).
                         await plog.load_producer_state()
                     done += 1
                     if on_progress is not None:

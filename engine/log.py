@@ -47,6 +47,7 @@ from seglog.engine.checkpoints import ClosedPartition
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import (
     ClosedError,
+    CorruptIndexError,
     CorruptRecordError,
     CorruptSnapshotError,
     InvalidRecordError,
@@ -403,8 +404,11 @@ class PartitionLog:
 
         The first offset of the oldest open transaction, or the high watermark
         when none is open; never below the log start. ``read_committed`` reads
-        stop here. (Exact once the producer state is loaded: when the files are
-        opened, and by every ``read_committed`` read.)
+        stop here. Exact once the producer state is loaded: when a partition
+        is opened after a clean close, by the first producer append or
+        ``read_committed`` read, or by :meth:`load_producer_state` (a no-op once
+        loaded). After an unclean open the state is rebuilt from the log on
+        first need: call that first where the value must be exact.
         """
         end = self._log_end_offset
         first = self._producers.first_undecided_offset() if self._producers_loaded else None
@@ -497,10 +501,12 @@ class PartitionLog:
     async def load_producer_state(self) -> None:
         """Load the producer state and the aborted transactions now, if not yet (else: on first need).
 
-        The engine calls it when it opens a partition's files, so that
-        ``last_stable_offset`` and ``aborted_transactions`` are exact from the
-        start. A failure is logged, not raised: the next write or
-        ``read_committed`` read tries again.
+        The engine calls it when it opens a partition's files after a clean
+        close, so that ``last_stable_offset`` and ``aborted_transactions`` are
+        exact from the start. After an unclean open (the state is rebuilt from
+        the log, and the ``.txnindex`` of the segments recovery scanned with it)
+        the first producer append or ``read_committed`` read loads it, or a
+        call of this. A failure is logged, not raised: the next need tries again.
         """
         if self._producers_loaded or self._closed:
             return
@@ -954,6 +960,20 @@ class PartitionLog:
         # Recovery reset the .txnindex of the segments it scanned: the state must be rebuilt from a
         # snapshot at or below the first of them, so that the scan sees (and indexes) their aborts.
         rebuild_from = None if self._read_only else self._txn_index_from
+        bad = await in_thread(_first_bad_txn_index, self._segments.values(), end)
+        if bad is not None:
+            log.warning("%s-%d: the .txnindex of segment %d is corrupt; %s", self.topic, self.partition, bad,
+                        "ignored (read-only)" if self._read_only else "rebuilt from the log, with every later one")
+            if not self._read_only:
+                rebuild_from = bad if rebuild_from is None else min(rebuild_from, bad)
+                later = self._segments.values(rebuild_from, end + 1)
+
+                def reset() -> None:
+                    for segment in later:
+                        if segment.base_offset >= bad:
+                            segment.reset_txn_index_in_thread()
+
+                await in_thread(reset)
         candidates = [c for c in plan.candidates if rebuild_from is None or c <= rebuild_from]
         producers = ProducerStateManager(start)
         now_ms = _now_ms()
@@ -985,7 +1005,11 @@ class PartitionLog:
         segments = self._segments.values()
 
         def read_aborted() -> list[AbortedTxn]:
-            return [txn for segment in segments for txn in segment.aborted_txns_in_thread()]
+            found: list[AbortedTxn] = []
+            for segment in segments:
+                with contextlib.suppress(CorruptIndexError):  # only when read-only: ignored (warned above)
+                    found += segment.aborted_txns_in_thread()
+            return found
 
         aborted = await in_thread(read_aborted)
         self._producers = producers
@@ -2169,6 +2193,26 @@ async def _read_marker(segment: LogSegment, header: BatchHeader) -> ControlRecor
         raise CorruptRecordError(f"{segment.log_path}: no marker at offset {header.base_offset} on a second read")
     verify_crc(data.data, 0, found)
     return control_record(data.data, 0, found)
+
+
+def _first_bad_txn_index(segments: list[LogSegment], end: int) -> int | None:
+    """The base offset of the first segment whose ``.txnindex`` is not what a writer leaves (blocking), or None.
+
+    Each entry's marker (its last offset) must lie in its segment, after the
+    previous entry's, and the transaction must start at or before it.
+    """
+    for i, segment in enumerate(segments):
+        bound = segments[i + 1].base_offset if i + 1 < len(segments) else end
+        try:
+            entries = segment.aborted_txns_in_thread()
+        except CorruptIndexError:
+            return segment.base_offset
+        previous = segment.base_offset - 1
+        for txn in entries:
+            if not previous < txn.last_offset < bound or not 0 <= txn.first_offset <= txn.last_offset:
+                return segment.base_offset
+            previous = txn.last_offset
+    return None
 
 
 def _check_isolation(isolation: object) -> None:

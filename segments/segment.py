@@ -795,6 +795,15 @@ class LogSegment:
 
         await in_thread(work)
 
+    def reset_txn_index_in_thread(self) -> None:
+        """Empty the ``.txnindex`` (blocking; none is created): its entries are rebuilt from the log.
+
+        Raises:
+            StorageError.
+        """
+        self._check_writable()
+        self._txn_index.reset()
+
     def aborted_txns_in_thread(self) -> list[AbortedTxn]:
         """Every ``.txnindex`` entry, in file order (blocking; empty without the file).
 

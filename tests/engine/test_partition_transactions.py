@@ -254,6 +254,7 @@ async def test_open_and_aborted_transactions_survive_a_restart(tmp_path: Path, s
             (data / "t-0" / "00000000000000000001.txnindex").unlink()
     async with Engine.open(data, CONFIG) as engine:
         log = engine.log("t", 0)
+        await log.load_producer_state()  # after a crash: rebuilt on first need, or now
         assert (log.last_stable_offset, log.aborted_transactions(0, 100)) == before == (1, [(OTHER, 0)])
         assert (data / "t-0" / "00000000000000000001.txnindex").read_bytes() == entry
         assert await _all(log, "read_committed") == []
@@ -277,6 +278,7 @@ async def test_recovery_rebuilds_the_txnindex_of_the_segments_it_scans(tmp_path:
     (crashed / "t-0" / "00000000000000000000.txnindex").write_bytes(b"")
     async with Engine.open(crashed, CONFIG) as engine:
         log = engine.log("t", 0)
+        await log.load_producer_state()
         assert (crashed / "t-0" / "00000000000000000000.txnindex").read_bytes() == entries
         assert entries == struct.pack(">hqqqqhqqqq", 0, OTHER, 1, 2, 0, 0, PID, 0, 3, 4)
         assert await _all(log, "read_committed") == []

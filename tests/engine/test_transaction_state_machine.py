@@ -110,6 +110,7 @@ class TransactionMachine(RuleBasedStateMachine):
         # every write, as it does for a killed process); the open recovers the partition.
         self.run(self.engine._abort_open())
         self.engine = self.run(Engine.open(self.dir, CONFIG))
+        self.run(self.log.load_producer_state())  # rebuilt from the log on first need, or now
 
     @precondition(lambda self: self.end > 0)
     @rule(data=st.data())
