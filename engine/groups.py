@@ -26,6 +26,12 @@ The log is a sequence of frames (part of the on-disk format)::
                                                       the partition's commit (a deleted topic)
     [2, group, snapshot]                              the group's membership snapshot (a map), nil: none
     [3, group]                                        the group was deleted: its offsets and snapshot
+    [4, group, producer_id, [[topic, partition, offset], ...]]
+                                                      a transactional commit (TxnOffsetCommit): pending,
+                                                      not visible until its transaction ends
+    [5, group, producer_id, committed]                the producer's transaction ended (a marker): its
+                                                      pending commits become the group's committed
+                                                      offsets (true) or are dropped (false)
 
 Durability: a commit returns once its frame is written and fdatasynced, so it
 survives a crash of the process and of the machine. At open the log is read
@@ -105,6 +111,8 @@ _JSON_SUFFIX: Final = ".json"
 COMMIT: Final = 1
 SNAPSHOT: Final = 2
 DELETE: Final = 3
+TXN_COMMIT: Final = 4
+TXN_END: Final = 5
 
 # Kafka's offset.metadata.max.bytes: the longest metadata string a commit may carry.
 MAX_METADATA_BYTES: Final = 4096
@@ -146,6 +154,13 @@ class StoreImage:
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     """What was skipped while reading (damaged frames, a torn tail, unreadable files of the old format)."""
+    pending: dict[str, dict[int, dict[TopicPartition, PendingOffset]]] = field(default_factory=dict)
+    """Transactional commits not yet ended: group -> producer id -> partition -> offset (Kafka's
+    ``pendingTransactionalOffsetCommits``)."""
+    order: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    """When each committed offset was written (a counter of changes), to tell which of a committed offset
+    and a pending one came later."""
+    _tick: int = 0
 
     def apply(self, payload: Any) -> bool:
         """Apply one decoded frame; ``False`` when it does not make sense (it is then ignored)."""
@@ -174,12 +189,29 @@ class StoreImage:
         if kind == DELETE:
             self.delete(group)
             return len(payload) == 2
+        if kind == TXN_COMMIT:
+            if len(payload) != 4 or not _is_producer_id(payload[2]) or not isinstance(payload[3], list):
+                return False
+            rows = [_parse_row(row) for row in payload[3]]
+            if any(row is None or row[1] < 0 for row in rows):
+                return False
+            self.txn_commit(group, payload[2], {r[0]: r[1] for r in rows if r is not None},
+                            {r[0]: r[2] for r in rows if r is not None})
+            return True
+        if kind == TXN_END:
+            if len(payload) != 4 or not _is_producer_id(payload[2]) or not isinstance(payload[3], bool):
+                return False
+            self.txn_end(group, payload[2], payload[3])
+            return True
         return False
 
     def commit(self, group: str, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str]) -> None:
         current = self.offsets.setdefault(group, {})
         texts = self.metadata.get(group)
+        self._tick += 1
+        order = self.order.setdefault(group, {})
         for tp, offset in offsets.items():
+            order[tp] = self._tick
             if offset < 0:
                 current.pop(tp, None)
                 if texts is not None:
@@ -207,7 +239,56 @@ class StoreImage:
         self.offsets.pop(group, None)
         self.metadata.pop(group, None)
         self.snapshots.pop(group, None)
+        self.pending.pop(group, None)
+        self.order.pop(group, None)
         return existed
+
+    def txn_commit(
+        self, group: str, producer_id: int, offsets: Mapping[TopicPartition, int],
+        metadata: Mapping[TopicPartition, str],
+    ) -> None:
+        """Record a transactional commit of ``producer_id``: pending until :meth:`txn_end`."""
+        self._tick += 1
+        rows = self.pending.setdefault(group, {}).setdefault(producer_id, {})
+        for tp, offset in offsets.items():
+            rows[tp] = PendingOffset(offset, metadata.get(tp, ""), self._tick)
+
+    def txn_end(self, group: str, producer_id: int, committed: bool) -> None:
+        """End ``producer_id``'s transaction in ``group``: its pending commits become committed, or are dropped.
+
+        A partition committed outside the transaction after the transactional
+        commit was written keeps that later offset (Kafka's rule: the later
+        write wins).
+        """
+        by_producer = self.pending.get(group)
+        rows = by_producer.pop(producer_id, None) if by_producer is not None else None
+        if by_producer is not None and not by_producer:
+            del self.pending[group]
+        if not rows or not committed:
+            return
+        order = self.order.get(group, {})
+        winners = {tp: row for tp, row in rows.items() if order.get(tp, 0) < row.written}
+        if not winners:
+            return
+        current = self.offsets.setdefault(group, {})
+        texts = self.metadata.setdefault(group, {})
+        order = self.order.setdefault(group, {})
+        for tp, row in winners.items():
+            current[tp] = row.offset
+            order[tp] = row.written
+            if row.metadata:
+                texts[tp] = row.metadata
+            else:
+                texts.pop(tp, None)
+        if not texts:
+            del self.metadata[group]
+
+    def pending_partitions(self, group: str) -> set[TopicPartition]:
+        """The partitions of ``group`` with a transactional commit not yet ended."""
+        return {tp for rows in self.pending.get(group, {}).values() for tp in rows}
+
+    def pending_producers(self, group: str) -> list[int]:
+        return sorted(self.pending.get(group, {}))
 
     def frames(self) -> Iterator[bytes]:
         """The live state as frames (what a compaction writes), header first."""
@@ -216,6 +297,41 @@ class StoreImage:
             yield commit_frame(group, offsets, self.metadata.get(group, {}))
         for group, snapshot in self.snapshots.items():
             yield encode_frame([SNAPSHOT, group, snapshot])
+        # Pending commits come after the committed offsets: drop the rows a later commit outside the
+        # transaction already overrides, so that the order the reread log gives is the one that holds now.
+        for group, by_producer in self.pending.items():
+            order = self.order.get(group, {})
+            for producer_id, rows in by_producer.items():
+                live = [
+                    [t, p, row.offset, row.metadata] if row.metadata else [t, p, row.offset]
+                    for (t, p), row in rows.items()
+                    if order.get((t, p), 0) < row.written
+                ]
+                if live:
+                    yield encode_frame([TXN_COMMIT, group, producer_id, live])
+
+
+@dataclass(frozen=True, slots=True)
+class PendingOffset:
+    """A transactional commit's offset for one partition, waiting for its transaction to end."""
+
+    offset: int
+    metadata: str
+    written: int  # when (the image's change counter)
+
+
+def txn_commit_frame(
+    group: str, producer_id: int, rows: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str]
+) -> bytes:
+    out: list[list[Any]] = []
+    for (topic, partition), offset in rows.items():
+        text = metadata.get((topic, partition), "")
+        out.append([topic, partition, offset, text] if text else [topic, partition, offset])
+    return encode_frame([TXN_COMMIT, group, producer_id, out])
+
+
+def _is_producer_id(value: Any) -> bool:
+    return type(value) is int and 0 <= value < 2**63
 
 
 def _parse_row(row: Any) -> tuple[TopicPartition, int, str] | None:
@@ -421,6 +537,40 @@ class GroupStore(FrameStore[StoreImage]):
         rows = dict(offsets)
         texts = dict(metadata or {})
         await self._submit(commit_frame(group, rows, texts), lambda: self._image.commit(group, rows, texts))
+
+    async def txn_commit(
+        self, group: str, producer_id: int, offsets: Mapping[TopicPartition, int],
+        metadata: Mapping[TopicPartition, str] | None = None,
+    ) -> None:
+        """Durably record a transactional commit of ``producer_id``: pending, not visible until :meth:`txn_end`.
+
+        Raises:
+            StorageError, ClosedError: as :meth:`commit`.
+        """
+        rows = dict(offsets)
+        texts = dict(metadata or {})
+        await self._submit(txn_commit_frame(group, producer_id, rows, texts),
+                           lambda: self._image.txn_commit(group, producer_id, rows, texts))
+
+    async def txn_end(self, group: str, producer_id: int, committed: bool) -> None:
+        """Durably end ``producer_id``'s transaction in ``group``: its pending commits become visible or go.
+
+        Writes the frame even when nothing is pending (the end of a transaction
+        is idempotent; finishing one after a crash writes it again).
+
+        Raises:
+            StorageError, ClosedError: as :meth:`commit`.
+        """
+        await self._submit(encode_frame([TXN_END, group, producer_id, committed]),
+                           lambda: self._image.txn_end(group, producer_id, committed))
+
+    def pending_partitions(self, group: str) -> set[TopicPartition]:
+        """Partitions of ``group`` with a transactional commit whose transaction has not ended."""
+        return self._image.pending_partitions(group)
+
+    def pending_producers(self, group: str) -> list[int]:
+        """Producer ids with a transactional commit pending in ``group``."""
+        return self._image.pending_producers(group)
 
     async def delete(self, group: str) -> bool:
         """Forget ``group``'s offsets and snapshot; whether it had offsets.
