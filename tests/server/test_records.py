@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.engine import Record
+from seglog.segments import batch as seglog_batch
 from seglog.server.errors import (
     BatchTimestampError,
     BatchTooLargeError,
@@ -18,7 +19,6 @@ from seglog.server.errors import (
     InvalidBatchError,
     UnsupportedCompressionError,
 )
-from seglog.segments import batch as seglog_batch
 from seglog.server.records import crc32c, decode_batch, decompress, encode_batch, encode_batches, fetch_payload
 
 kafka_records = pytest.importorskip("kafka.record.default_records", reason="kafka-python is the reference codec")

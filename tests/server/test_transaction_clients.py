@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 import warnings
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,9 +185,9 @@ async def test_committed_and_aborted_transactions_as_each_clients_consumers_see_
     assert log.log_end_offset == 8  # 5 records and 3 markers
     assert [a.first_offset for a in log.aborted_transactions(0, 8)] == [3]
     committed = await _read_all_clients(address, "read_committed", 8)
-    assert committed == dict.fromkeys(committed, [b"c1", b"c2", b"c3"])
+    assert committed == {client: [b"c1", b"c2", b"c3"] for client in committed}
     uncommitted = await _read_all_clients(address, "read_uncommitted", 8)
-    assert uncommitted == dict.fromkeys(uncommitted, [b"c1", b"c2", b"a1", b"a2", b"c3"])
+    assert uncommitted == {client: [b"c1", b"c2", b"a1", b"a2", b"c3"] for client in uncommitted}
 
 
 async def test_aiokafka_and_kafka_python_transactional_producers_commit_and_abort(
@@ -316,7 +318,7 @@ async def test_a_second_producer_with_the_same_transactional_id_fences_the_first
     served: tuple[Engine, str],
 ) -> None:
     need("confluent-kafka")
-    engine, address = served
+    _, address = served
 
     def fenced() -> str:
         from confluent_kafka import KafkaException
@@ -387,3 +389,45 @@ async def test_native_transactions_and_kafka_transactions_see_each_other(served:
     await asyncio.to_thread(_confluent_round, address, "kafka", [b"k-aborted"], False)
     got = await engine.log("out", 0).read(0, isolation="read_committed")
     assert [r.value for r in got.records] == [b"n1", b"n2", b"k1"]
+
+
+# -- across a SIGKILL of `seglog serve` ------------------------------------------------------------------
+
+
+def test_after_a_sigkill_a_committed_transaction_stays_committed_and_an_open_one_holds_until_fenced(
+    tmp_path: Path,
+) -> None:
+    """One transaction committed and one open when the server is killed -9; after the restart read_committed
+    consumers see the committed records and stop at the open one, until a new producer of its transactional id
+    aborts it (its state was read back from the transaction log)."""
+    need("confluent-kafka")
+    from test_idempotent_producers import _free_port, _seglog, _start, _stop
+
+    log_dir, port = tmp_path / "data", _free_port()
+    address = f"127.0.0.1:{port}"
+    serve = [*_seglog(), "serve", "--log-dir", str(log_dir), "--listen", address]
+    server = _start(serve)
+    restarted = None
+    try:
+        _confluent_round(address, "done", [b"c1", b"c2"], True)
+        open_producer = _confluent_producer(address, "open")
+        open_producer.begin_transaction()
+        open_producer.produce("out", b"o1", partition=0)
+        assert open_producer.flush(TIMEOUT_S) == 0  # stored, its transaction open
+        server.kill()
+        server.communicate(timeout=TIMEOUT_S)
+        assert server.returncode == -signal.SIGKILL
+        restarted = _start(serve)
+        assert _confluent_read(address, "read_committed") == [b"c1", b"c2"]
+        assert _confluent_read(address, "read_uncommitted") == [b"c1", b"c2", b"o1"]
+        _confluent_producer(address, "open")  # fences the killed server's producer: its transaction is aborted
+        _flush_quietly(open_producer)
+        _confluent_round(address, "open", [b"o2"], True)
+        assert _confluent_read(address, "read_committed") == [b"c1", b"c2", b"o2"]
+        err = _stop(restarted)
+        assert restarted.returncode == 0, err
+    finally:
+        for process in (server, restarted):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.communicate()
