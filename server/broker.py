@@ -105,15 +105,8 @@ class Broker:
 
 
 async def stable_offset(plog: PartitionLog) -> int:
-    """The partition's last stable offset, exact: its producer state loaded first.
-
-    ``last_stable_offset`` is exact once a partition's producer state is loaded
-    (a ``read_committed`` read loads it); a partition not used since the open
-    has not loaded it yet.
-    """
-    start = plog.log_start_offset
-    if start < plog.log_end_offset:
-        await plog.read_batches(start, 1, isolation="read_committed")
+    """The partition's last stable offset, exact: its producer state loaded first (if nothing had yet)."""
+    await plog.load_producer_state()
     return plog.last_stable_offset
 
 
