@@ -16,6 +16,7 @@ Files (see docs/FORMAT.md and docs/OPERATIONS.md)::
     <log_dir>/log-start-offset-checkpoint
     <log_dir>/consumer-offsets/offsets.log       the group store: committed offsets, group membership
     <log_dir>/producer-ids                       the next block of producer ids (engine/producer_ids.py)
+    <log_dir>/transaction-state/transactions.log the transaction coordinator's states (engine/transactions.py)
     <log_dir>/<topic>-<partition>/topic.json     the topic's partition count and config overrides
     <log_dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex|.txnindex|.snapshot
 
