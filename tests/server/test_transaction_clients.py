@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import signal
+import subprocess
 import time
 import warnings
 from collections.abc import AsyncIterator
@@ -431,3 +433,30 @@ def test_after_a_sigkill_a_committed_transaction_stays_committed_and_an_open_one
             if process is not None and process.poll() is None:
                 process.kill()
                 process.communicate()
+
+
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat; make test does so as root)")
+async def test_kcat_reads_committed_transactions_only_under_read_committed(served: tuple[Engine, str]) -> None:
+    assert KCAT is not None
+    engine, address = served
+    async with engine.transaction("native") as txn:
+        await txn.append("out", 0, [Record(b"kept")])
+    with pytest.raises(RuntimeError):
+        async with engine.transaction("native") as txn:
+            await txn.append("out", 0, [Record(b"dropped")])
+            raise RuntimeError("abort")
+
+    def kcat(isolation: str) -> list[str]:
+        done = subprocess.run(
+            [KCAT, "-C", "-b", address, "-t", "out", "-p", "0", "-o", "beginning", "-e", "-f", "%s\n",
+             "-X", f"isolation.level={isolation}"],
+            capture_output=True, timeout=TIMEOUT_S, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode().splitlines()
+
+    assert await asyncio.to_thread(kcat, "read_committed") == ["kept"]
+    assert await asyncio.to_thread(kcat, "read_uncommitted") == ["kept", "dropped"]
