@@ -389,10 +389,12 @@ class TransactionCoordinator:
     def state_of(self, transactional_id: str) -> TxnRecord | None:
         """The last durable state of ``transactional_id``, or ``None`` when it is unknown."""
         txn = self._txns.get(transactional_id)
-        return None if txn is None else txn.record
+        # An id whose first state is still being written (or failed to be) has none yet.
+        return None if txn is None or txn.record.producer_epoch == NO_PRODUCER_EPOCH else txn.record
 
     def transactional_ids(self) -> list[str]:
-        return sorted(self._txns)
+        """Every transactional id with a state, sorted."""
+        return sorted(t for t, txn in self._txns.items() if txn.record.producer_epoch != NO_PRODUCER_EPOCH)
 
     def is_idle(self, transactional_id: str) -> bool:
         """Whether no change of ``transactional_id`` is being written and no transaction of it is ending."""
