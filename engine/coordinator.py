@@ -842,11 +842,16 @@ class GroupCoordinator:
     # -- offsets ------------------------------------------------------------------------------
 
     def check_commit(
-        self, group_id: str, *, member_id: str = "", generation_id: int = -1, group_instance_id: str | None = None
+        self, group_id: str, *, member_id: str = "", generation_id: int = -1, group_instance_id: str | None = None,
+        transactional: bool = False,
     ) -> GroupErrorCode:
         """Whether this member may commit offsets for ``group_id`` now (Kafka's validateOffsetCommit).
 
         A member of the current generation refreshes its session by committing.
+        A transactional commit (TxnOffsetCommit) without a member id and
+        generation is accepted whatever the group's state: its older versions
+        carry neither, and the transaction coordinator has fenced zombies
+        already (Kafka's rule).
         """
         if self._closed:
             return GroupErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -864,9 +869,9 @@ class GroupCoordinator:
                 return error
             if generation_id != group.generation_id:
                 return GroupErrorCode.ILLEGAL_GENERATION
-        elif group.state is not GroupState.EMPTY:
+        elif group.state is not GroupState.EMPTY and not transactional:
             return GroupErrorCode.UNKNOWN_MEMBER_ID  # only members commit while the group has any
-        if group.state is GroupState.COMPLETING_REBALANCE:
+        if group.state is GroupState.COMPLETING_REBALANCE and not transactional:
             return GroupErrorCode.REBALANCE_IN_PROGRESS
         member = group.members.get(member_id)
         if member is not None:
@@ -915,6 +920,51 @@ class GroupCoordinator:
             "commit through a consumer of the group",
             error.name,
         )
+
+    async def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        metadata: Mapping[TopicPartition, str] | None = None,
+        member_id: str = "",
+        generation_id: int = -1,
+        group_instance_id: str | None = None,
+    ) -> GroupErrorCode:
+        """Record ``offsets`` as ``producer_id``'s pending transactional commit (Kafka's TxnOffsetCommit).
+
+        They are durable when this returns but not committed: the end of the
+        transaction (:meth:`end_txn`) makes them the group's committed offsets
+        or drops them. The transaction coordinator checks the producer first.
+
+        Raises:
+            StorageError: the group store could not write them.
+        """
+        error = self.check_commit(
+            group_id, member_id=member_id, generation_id=generation_id, group_instance_id=group_instance_id,
+            transactional=True,
+        )
+        if error is GroupErrorCode.NONE and offsets:
+            await self._store.txn_commit(group_id, producer_id, offsets, metadata)
+        return error
+
+    async def end_txn(self, group_id: str, producer_id: int, commit: bool) -> None:
+        """End ``producer_id``'s transaction in ``group_id`` (the marker Kafka writes to ``__consumer_offsets``).
+
+        Its pending offsets become the group's committed offsets (``commit``;
+        a partition committed outside the transaction since keeps that later
+        offset) or are dropped. Idempotent.
+
+        Raises:
+            StorageError: the group store could not write it (nothing changed).
+        """
+        await self._store.txn_end(group_id, producer_id, commit)
+
+    def pending_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of ``group_id`` with a transactional commit not ended yet (OffsetFetch's
+        ``UNSTABLE_OFFSET_COMMIT``)."""
+        return self._store.pending_partitions(group_id)
 
     def committed(self, group_id: str, topic: str, partition: int) -> tuple[int, str] | None:
         """The committed offset and metadata string of one partition, or ``None``."""

@@ -16,6 +16,7 @@ Files (see docs/FORMAT.md and docs/OPERATIONS.md)::
     <log_dir>/log-start-offset-checkpoint
     <log_dir>/consumer-offsets/offsets.log       the group store: committed offsets, group membership
     <log_dir>/producer-ids                       the next block of producer ids (engine/producer_ids.py)
+    <log_dir>/transaction-state/transactions.log the transaction coordinator's states (engine/transactions.py)
     <log_dir>/<topic>-<partition>/topic.json     the topic's partition count and config overrides
     <log_dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex|.txnindex|.snapshot
 
@@ -66,6 +67,13 @@ from seglog.engine.partitioner import KeyPartitioner
 from seglog.engine.producer_ids import ProducerIdManager
 from seglog.engine.results import AppendResult, RecordMetadata
 from seglog.engine.topics import TopicState, check_partition_count, check_same_topic, resolve_config
+from seglog.engine.transactions import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    TRANSACTIONS_DIR,
+    Transaction,
+    TransactionCoordinator,
+    TransactionLog,
+)
 from seglog.engine.validate import (
     validate_group,
     validate_offset,
@@ -167,6 +175,11 @@ class Engine:
         self._groups = GroupStore(path / GROUPS_DIR, read_only=read_only)
         self._coordinator = GroupCoordinator(self._groups)
         self._producer_ids = ProducerIdManager(path)
+        self._txn_log = TransactionLog(path / TRANSACTIONS_DIR, read_only=read_only)
+        self._transactions = TransactionCoordinator(
+            self._txn_log, self._producer_ids, self._coordinator, self._write_txn_marker,
+            lambda topic, partition: (topic, partition) in self._logs,
+        )
         self._closed = False
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
@@ -305,6 +318,8 @@ class Engine:
         )
         if self.read_only:
             await self._groups.load()
+            await self._txn_log.load()
+            self._transactions.start()
             return
         # A topic whose creation was cut short by a crash gets its missing partitions now.
         for state in list(self._topics.values()):
@@ -314,7 +329,9 @@ class Engine:
                             state.name, missing, state.partitions)
                 await topic_admin.create_partitions(self.path, state, missing, self._logs, self._owner)
         await self._groups.load()
+        await self._txn_log.load()
         await _fs.remove_file(self.path / CLEAN_SHUTDOWN_FILE, sync_dir=True)
+        self._transactions.start()  # finishes transactions a crash left half-ended
         if recovered:
             await self._checkpoints.write_all()
 
@@ -327,8 +344,10 @@ class Engine:
         self._logs.clear()
         await self._background.stop()
         with contextlib.suppress(Exception):
+            await self._transactions.close()
             await self._coordinator.close()
             await self._groups.close()
+            await self._txn_log.close()
         if self._lock_handle is not None:
             await self._lock_handle.release()
             self._lock_handle = None
@@ -561,6 +580,37 @@ class Engine:
         self._check_writable()
         return await self._producer_ids.init_producer_id(producer_id, producer_epoch)
 
+    # -- transactions ----------------------------------------------------------------------------
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        """The transaction coordinator of this engine: the Kafka front end and :meth:`transaction` share it."""
+        return self._transactions
+
+    def transaction(self, transactional_id: str, *, timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS) -> Transaction:
+        """A transaction of ``transactional_id``; use ``async with``::
+
+            async with engine.transaction("billing-1") as txn:
+                await txn.append("orders", 0, [Record(b"v")])
+                await txn.commit_offsets("billing", {("in", 0): 42})
+
+        The block's normal end commits, an exception aborts (and is re-raised).
+        Entering fences any earlier holder of the transactional id (its open
+        transaction is aborted). The coordinator aborts a transaction still open
+        ``timeout_ms`` after its first append or offset commit. docs/API.md
+        ("Transactions") has the rules.
+
+        Raises:
+            InvalidRecordError: a bad transactional id.
+            InvalidTransactionTimeoutError: ``timeout_ms`` is not in [1, 900000].
+            ClosedError: the engine is closed or read-only.
+        """
+        self._check_writable()
+        return Transaction(self._transactions, self.log, transactional_id, timeout_ms)
+
+    async def _write_txn_marker(self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool) -> None:
+        await self.log(topic, partition).write_txn_marker(producer_id, epoch, commit=commit)
+
     # -- consumer groups -------------------------------------------------------------------------
 
     async def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
@@ -738,6 +788,7 @@ class Engine:
         if self._follower is not None:
             await self._follower.close()  # no refresh touches a partition from here on
         await self._coordinator.close()  # group consumers stop; parked JoinGroup calls are answered
+        await self._transactions.close()  # markers in flight finish; timeouts stop
         await self._background.stop()
         gate = asyncio.Semaphore(LOAD_CONCURRENCY)
 
@@ -756,6 +807,10 @@ class Engine:
             await self._groups.close()  # the commits already queued are written first
         except SeglogError as exc:
             log.error("consumer-group store: close failed: %s", exc)
+        try:
+            await self._txn_log.close()
+        except SeglogError as exc:
+            log.error("transaction log: close failed: %s", exc)
         await self._background.remove_doomed()
         if not self.read_only:
             try:

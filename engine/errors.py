@@ -33,6 +33,7 @@ from seglog.segments.errors import (
 __all__ = [
     "ClosedError",
     "CommitFailedError",
+    "ConcurrentTransactionsError",
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptSnapshotError",
@@ -44,9 +45,11 @@ __all__ = [
     "InvalidIndexSizeError",
     "InvalidOffsetError",
     "InvalidProducerEpochError",
+    "InvalidProducerIdMappingError",
     "InvalidRecordError",
     "InvalidTimestampError",
     "InvalidTopicError",
+    "InvalidTransactionTimeoutError",
     "InvalidTxnStateError",
     "TransactionCoordinatorFencedError",
     "LogDirLockedError",
@@ -54,6 +57,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "ProducerError",
+    "ProducerFencedError",
     "ReadOnlyIndexError",
     "RecordTooLargeError",
     "SeglogError",
@@ -61,6 +65,7 @@ __all__ = [
     "SlotOutOfRangeError",
     "StorageError",
     "TopicExistsError",
+    "TransactionError",
     "UnknownTopicOrPartitionError",
     "UnsupportedFormatError",
 ]
@@ -135,7 +140,8 @@ class NonEmptyGroupError(GroupError):
 
 
 class ProducerError(SeglogError):
-    """A producer's batch that the partition's producer state refuses (Kafka's idempotent producer).
+    """A producer's batch that the partition's producer state refuses (Kafka's idempotent producer), or a
+    producer's call that the transaction coordinator refuses (:class:`TransactionError`).
 
     Nothing of the batch is written. ``kafka_code`` is the name of the error a
     Kafka client is answered with.
@@ -167,8 +173,9 @@ class OutOfOrderSequenceError(ProducerError):
 
 
 class InvalidTxnStateError(ProducerError):
-    """A non-transactional batch from a producer whose transaction in the partition is still open
-    (Kafka's ``INVALID_TXN_STATE``)."""
+    """A non-transactional batch from a producer whose transaction in the partition is still open, or a
+    transaction call that does not fit the transaction's state (ending one that was never begun, committing
+    one whose abort has begun) (Kafka's ``INVALID_TXN_STATE``)."""
 
     kafka_code = "INVALID_TXN_STATE"
 
@@ -186,3 +193,41 @@ class CorruptSnapshotError(CorruptionError):
     Never raised to a caller of the engine: such a snapshot is ignored with a
     warning, and the producer state is rebuilt from the ``.log`` files.
     """
+
+
+class ProducerFencedError(InvalidProducerEpochError):
+    """A transactional producer whose epoch is not its transactional id's current one (Kafka's ``PRODUCER_FENCED``).
+
+    Another producer with the same transactional id has started since (or the
+    coordinator aborted this one's transaction past its timeout, bumping the
+    epoch): this one must stop; a new one calls ``init_producer_id`` again.
+    """
+
+    kafka_code = "PRODUCER_FENCED"
+
+
+class TransactionError(ProducerError):
+    """The transaction coordinator refused a call; ``kafka_code`` names Kafka's answer to it."""
+
+
+class ConcurrentTransactionsError(TransactionError):
+    """The transactional id is between two states (its previous transaction is still being committed or aborted).
+
+    Retry shortly (Kafka clients do so by themselves): ``CONCURRENT_TRANSACTIONS``.
+    """
+
+    kafka_code = "CONCURRENT_TRANSACTIONS"
+
+
+class InvalidProducerIdMappingError(TransactionError):
+    """A transactional id unknown to the coordinator, or held by another producer id
+    (``INVALID_PRODUCER_ID_MAPPING``): call ``init_producer_id`` with the transactional id first."""
+
+    kafka_code = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(TransactionError, ValueError):
+    """A transaction timeout that is not a positive number of ms up to the coordinator's maximum
+    (``INVALID_TRANSACTION_TIMEOUT``; Kafka's ``transaction.max.timeout.ms``, 15 minutes by default)."""
+
+    kafka_code = "INVALID_TRANSACTION_TIMEOUT"

@@ -27,7 +27,7 @@ from seglog.server.errors import KafkaProtocolError
 from seglog.server.limits import DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS, DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
 from seglog.server.records import batch_error
 
-__all__ = ["NODE_ID", "Broker", "error_code_of"]
+__all__ = ["NODE_ID", "Broker", "error_code_of", "stable_offset"]
 
 log = logging.getLogger("seglog.server")
 
@@ -104,12 +104,23 @@ class Broker:
         return self.engine.log(topic, partition)
 
 
+async def stable_offset(plog: PartitionLog) -> int:
+    """The partition's last stable offset, exact: its producer state loaded first (if nothing had yet)."""
+    await plog.load_producer_state()
+    return plog.last_stable_offset
+
+
 def error_code_of(exc: BaseException) -> ErrorCode:
     """The Kafka error code a client gets for ``exc`` (Kafka's own mapping where one exists)."""
     if isinstance(exc, KafkaBatchError):  # a produced batch refused before it was stored
         return ErrorCode(batch_error(exc).error_code)
     if isinstance(exc, KafkaProtocolError):
         return ErrorCode(exc.error_code)
+    if isinstance(exc, errors.ProducerError):
+        # The producer errors (and the transaction coordinator's) name their Kafka error; kio's names are
+        # Kafka's in lower case.
+        code: ErrorCode = getattr(ErrorCode, exc.kafka_code.lower(), ErrorCode.unknown_server_error)
+        return code
     for kind, code in _CODES:
         if isinstance(exc, kind):
             return code
@@ -124,9 +135,6 @@ _CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
     (errors.TopicExistsError, ErrorCode.topic_already_exists),
     (errors.InvalidConfigError, ErrorCode.invalid_config),
     (errors.InvalidRecordError, ErrorCode.invalid_record),
-    (errors.InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
-    (errors.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
-    (errors.InvalidTxnStateError, ErrorCode.invalid_txn_state),
     # A partition closed under the request: its topic was deleted (or the server is stopping).
     (errors.ClosedError, ErrorCode.unknown_topic_or_partition),
     (errors.StorageError, ErrorCode.kafka_storage_error),

@@ -23,7 +23,8 @@ from typing import Final
 import google_crc32c
 
 from seglog.engine import Record
-from seglog.segments.batch import BatchHeader
+from seglog.engine.producer_state import increment_sequence
+from seglog.segments.batch import TRANSACTIONAL_BIT, BatchHeader
 from seglog.segments.batch import decode_batch as decode_stored_batch
 from seglog.segments.kafka_batch import (
     CODEC_NAMES,
@@ -48,6 +49,7 @@ __all__ = [
     "COMPRESSION_NAMES",
     "MAGIC",
     "KafkaBatch",
+    "Producer",
     "batch_error",
     "crc32c",
     "decode_batch",
@@ -181,7 +183,12 @@ def fetch_payload(
             continue
         records = decode_stored_batch(raw, 0, header, start_offset=start_offset)
         if records:
-            parts.append(encode_batches(records, log_append_time=log_append_time, leader_epoch=leader_epoch))
+            producer = None
+            if header.producer_id >= 0:
+                producer = Producer(header.producer_id, header.producer_epoch, header.base_sequence,
+                                    header.is_transactional).after(records[0].offset - header.base_offset)
+            parts.append(encode_batches(records, log_append_time=log_append_time, leader_epoch=leader_epoch,
+                                        producer=producer))
     return parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
 
 
@@ -216,13 +223,39 @@ _MAX_TABLED: Final = _TABLE_SIZE // 2
 # ------------------------------------------------------------------------------------------------ encoding
 
 
-def encode_batch(records: Sequence[Record], *, log_append_time: bool = False, leader_epoch: int = 0) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Producer:
+    """The producer fields a converted batch carries: those of the stored batch its records came from."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool
+
+    def after(self, count: int) -> Producer:
+        """The same producer ``count`` records later (sequences wrap as Kafka's do)."""
+        if self.base_sequence < 0 or count == 0:
+            return self
+        return Producer(self.producer_id, self.producer_epoch, increment_sequence(self.base_sequence, count),
+                        self.transactional)
+
+
+NO_PRODUCER: Final = None  # a batch without a producer (ids -1)
+
+
+def encode_batch(
+    records: Sequence[Record], *, log_append_time: bool = False, leader_epoch: int = 0,
+    producer: Producer | None = NO_PRODUCER,
+) -> bytes:
     """An uncompressed RecordBatch v2 of ``records`` (read from the engine: offsets and timestamps set).
 
     The base offset is the first record's offset and offset deltas follow the
     records' offsets. With ``log_append_time`` the batch says LogAppendTime and
     its ``max_timestamp`` is what a consumer reports for every record, so all
     ``records`` must share one timestamp (see :func:`encode_batches`).
+    ``producer`` gives the batch a producer id, epoch, first sequence and the
+    transactional bit (a read_committed consumer drops an aborted
+    transaction's batches by their producer id).
     """
     first = records[0]
     base_offset = first.offset
@@ -274,15 +307,25 @@ def encode_batch(records: Sequence[Record], *, log_append_time: bool = False, le
             out += value
         out += header_part
     # google-crc32c takes only bytes: the records are copied once into the CRC-covered tail.
+    attributes = 0 if not log_append_time else TIMESTAMP_TYPE_BIT
+    if producer is None:
+        producer_id, producer_epoch, sequence = NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE
+    else:
+        producer_id, producer_epoch, sequence = producer.producer_id, producer.producer_epoch, producer.base_sequence
+        if producer.transactional:
+            attributes |= TRANSACTIONAL_BIT
     tail = _AFTER_CRC.pack(
-        0 if not log_append_time else TIMESTAMP_TYPE_BIT, records[-1].offset - base_offset, base_timestamp,
-        max_timestamp, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, len(records),
+        attributes, records[-1].offset - base_offset, base_timestamp, max_timestamp, producer_id, producer_epoch,
+        sequence, len(records),
     ) + out
     crc = crc32c(tail)
     return _BEFORE_CRC.pack(base_offset, len(tail) + 9, leader_epoch, MAGIC, crc) + tail
 
 
-def encode_batches(records: Sequence[Record], *, log_append_time: bool = False, leader_epoch: int = 0) -> bytes:
+def encode_batches(
+    records: Sequence[Record], *, log_append_time: bool = False, leader_epoch: int = 0,
+    producer: Producer | None = NO_PRODUCER,
+) -> bytes:
     """``records`` as back-to-back batches: one batch, or under LogAppendTime one per run of equal timestamps.
 
     (A LogAppendTime batch gives all its records one timestamp, its
@@ -291,11 +334,13 @@ def encode_batches(records: Sequence[Record], *, log_append_time: bool = False, 
     if not records:
         return b""
     if not log_append_time:
-        return encode_batch(records, leader_epoch=leader_epoch)
+        return encode_batch(records, leader_epoch=leader_epoch, producer=producer)
     out: list[bytes] = []
     start = 0
     for i in range(1, len(records) + 1):
         if i == len(records) or records[i].timestamp != records[start].timestamp:
-            out.append(encode_batch(records[start:i], log_append_time=True, leader_epoch=leader_epoch))
+            part = producer.after(start) if producer is not None else None
+            out.append(encode_batch(records[start:i], log_append_time=True, leader_epoch=leader_epoch,
+                                    producer=part))
             start = i
     return b"".join(out)

@@ -18,11 +18,14 @@ from types import ModuleType
 from typing import Any, Final
 
 from seglog.server.apis import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_topics,
     delete_topics,
     describe_configs,
     describe_groups,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -36,6 +39,7 @@ from seglog.server.apis import (
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 from seglog.server.broker import Broker
 from seglog.server.protocol import DecodedRequest
@@ -65,7 +69,8 @@ APIS: Final[dict[int, Api]] = {
     for api in sorted(
         (_api(m) for m in (produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
                            init_producer_id, describe_configs, find_coordinator, join_group, sync_group, heartbeat,
-                           leave_group, offset_commit, offset_fetch, list_groups, describe_groups)),
+                           leave_group, offset_commit, offset_fetch, list_groups, describe_groups,
+                           add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit)),
         key=lambda a: a.key,
     )
 }

@@ -15,10 +15,17 @@ no polling) and then reads again. A partition error (unknown partition,
 ``OFFSET_OUT_OF_RANGE`` below the log start or above the high watermark)
 answers at once, as Kafka does.
 
-Without transactions, ``last_stable_offset`` is the high watermark (what a
-``read_committed`` consumer, librdkafka's default, may read) and there are no
-aborted transactions. Fetch sessions (KIP-227) are not kept: every answer says
-session 0, which tells a client to send full fetch requests.
+``isolation_level`` 1 (``read_committed``, librdkafka's default) returns only
+the batches below the partition's last stable offset (the first offset of the
+oldest transaction still open there) and lists the aborted transactions that
+overlap the batches returned (producer id and first offset, Kafka's
+``collectAbortedTxns``): the consumer drops those producers' batches up to
+their abort markers. Under ``read_uncommitted`` everything up to the high
+watermark is returned, aborted records included; control batches (the
+markers) are returned either way, as Kafka does, and clients skip them.
+``last_stable_offset`` is reported in every answer. Fetch sessions (KIP-227)
+are not kept: every answer says session 0, which tells a client to send full
+fetch requests.
 
 Must not import: ``tools``.
 """
@@ -30,10 +37,11 @@ import logging
 from typing import Final, NamedTuple
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12.response import FetchableTopicResponse, FetchResponse, PartitionData
-from kio.schema.types import BrokerId, TopicName
+from kio.schema.fetch.v12.response import AbortedTransaction, FetchableTopicResponse, FetchResponse, PartitionData
+from kio.schema.types import BrokerId, ProducerId, TopicName
 from kio.static.primitive import Records, i32, i64
 
+from seglog.engine import Isolation
 from seglog.engine.errors import SeglogError
 from seglog.server.apis._common import NO_THROTTLE
 from seglog.server.broker import LEADER_EPOCH, Broker, error_code_of
@@ -48,6 +56,7 @@ log = logging.getLogger("seglog.server")
 
 _EMPTY: Final = Records(b"")
 _NO_REPLICA: Final = BrokerId(-1)
+_READ_COMMITTED: Final = 1  # Kafka's IsolationLevel.READ_COMMITTED
 
 
 class _Wanted(NamedTuple):
@@ -73,8 +82,11 @@ async def handle(broker: Broker, request: DecodedRequest) -> FetchResponse:
     deadline = loop.time() + max(0.0, body.max_wait.total_seconds())
     min_bytes = int(body.min_bytes)
     max_bytes = int(body.max_bytes)
+    isolation: Isolation = (
+        "read_committed" if int(getattr(body, "isolation_level", 0)) == _READ_COMMITTED else "read_uncommitted"
+    )
     while True:
-        answers, size, failed = await _read(broker, wanted, max_bytes)
+        answers, size, failed = await _read(broker, wanted, max_bytes, isolation)
         remaining = deadline - loop.time()
         if size >= min_bytes or failed or remaining <= 0:
             break
@@ -92,7 +104,9 @@ async def handle(broker: Broker, request: DecodedRequest) -> FetchResponse:
     )
 
 
-async def _read(broker: Broker, wanted: list[_Wanted], max_bytes: int) -> tuple[list[PartitionData], int, bool]:
+async def _read(
+    broker: Broker, wanted: list[_Wanted], max_bytes: int, isolation: Isolation
+) -> tuple[list[PartitionData], int, bool]:
     answers = []
     total = 0
     failed = False
@@ -101,23 +115,30 @@ async def _read(broker: Broker, wanted: list[_Wanted], max_bytes: int) -> tuple[
         try:
             plog = broker.log_of(want.topic, want.partition)
             data = b""
+            aborted: tuple[AbortedTransaction, ...] = ()
             # The first partition with records answers whatever its size (KIP-74); later ones only within budget.
             if budget > 0 or total == 0:
-                batches = await plog.read_batches(want.fetch_offset, max(budget, 1))
+                batches = await plog.read_batches(want.fetch_offset, max(budget, 1), isolation=isolation)
                 if batches:
                     data = fetch_payload(
                         batches, want.fetch_offset, log_append_time=plog.config.timestamp_is_log_append_time,
                         leader_epoch=LEADER_EPOCH,
                     )
+                    if isolation == "read_committed":
+                        aborted = tuple(
+                            AbortedTransaction(producer_id=ProducerId(txn.producer_id),
+                                               first_offset=i64(txn.first_offset))
+                            for txn in plog.aborted_transactions(want.fetch_offset, batches[-1][0].next_offset)
+                        )
             high_watermark = plog.high_watermark
             answers.append(
                 PartitionData(
                     partition_index=i32(want.partition),
                     error_code=ErrorCode.none,
                     high_watermark=i64(high_watermark),
-                    last_stable_offset=i64(high_watermark),
+                    last_stable_offset=i64(plog.last_stable_offset),
                     log_start_offset=i64(plog.log_start_offset),
-                    aborted_transactions=(),
+                    aborted_transactions=aborted,
                     preferred_read_replica=_NO_REPLICA,
                     records=Records(data),
                 )

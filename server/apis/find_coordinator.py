@@ -1,8 +1,8 @@
-"""FindCoordinator (key 10), versions 0-2: which node coordinates a consumer group — always this one.
+"""FindCoordinator (key 10), versions 0-2: which node coordinates a consumer group or a transactional id.
 
 seglog is a one-node cluster: node 0 at the advertised address coordinates
-every group. A transaction coordinator (key type 1) is not offered: there are
-no transactions yet, and the answer is ``COORDINATOR_NOT_AVAILABLE``.
+every group (key type 0) and every transactional id (key type 1). Another key
+type is ``INVALID_REQUEST``.
 
 Must not import: ``tools``.
 """
@@ -25,13 +25,15 @@ MIN_VERSION: Final = 0
 MAX_VERSION: Final = 2
 
 _GROUP: Final = 0  # Kafka's CoordinatorType.GROUP
+_TRANSACTION: Final = 1  # Kafka's CoordinatorType.TRANSACTION
 
 
 async def handle(broker: Broker, request: DecodedRequest) -> FindCoordinatorResponse:
-    if int(getattr(request.body, "key_type", _GROUP)) != _GROUP:
+    key_type = int(getattr(request.body, "key_type", _GROUP))
+    if key_type not in (_GROUP, _TRANSACTION):
         return FindCoordinatorResponse(
-            throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_not_available,
-            error_message="seglog has no transaction coordinator (no transactions yet)",
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request,
+            error_message=f"unknown coordinator key type {key_type}: 0 (group) or 1 (transaction)",
             node_id=BrokerId(-1), host="", port=i32(-1),
         )
     return FindCoordinatorResponse(

@@ -1,8 +1,9 @@
 """ListOffsets (key 2), versions 1-7: an offset for a timestamp, or the earliest/latest/max-timestamp offset.
 
 Per partition, ``timestamp`` is Kafka's: -1 the latest offset (the high
-watermark; also the last stable offset under ``read_committed``, as there are
-no transactions), -2 the earliest (the log start offset), -3 (version 7) the
+watermark; the last stable offset under ``read_committed``, isolation level 1,
+version 2 on: the first offset of the oldest transaction still open there),
+-2 the earliest (the log start offset), -3 (version 7) the
 first record holding the largest timestamp, and a time in ms the earliest
 offset whose record timestamp is at least that, even when producers sent
 timestamps out of order. When no record is that late the answer is offset -1
@@ -25,24 +26,27 @@ from kio.schema.list_offsets.v7.response import (
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
-from seglog.engine import MAX_TIMESTAMP
+from seglog.engine import LATEST_TIMESTAMP, MAX_TIMESTAMP
 from seglog.engine.errors import SeglogError
 from seglog.server.apis._common import NO_THROTTLE
-from seglog.server.broker import LEADER_EPOCH, Broker, error_code_of
+from seglog.server.broker import LEADER_EPOCH, Broker, error_code_of, stable_offset
 from seglog.server.protocol import DecodedRequest
 
 API_KEY: Final = 2
 MIN_VERSION: Final = 1
 MAX_VERSION: Final = 7
+_READ_COMMITTED: Final = 1  # Kafka's IsolationLevel.READ_COMMITTED
 
 log = logging.getLogger("seglog.server")
 
 
 async def handle(broker: Broker, request: DecodedRequest) -> ListOffsetsResponse:
+    read_committed = int(getattr(request.body, "isolation_level", 0)) == _READ_COMMITTED
     topics = []
     for topic in request.body.topics or ():
         answers = [
-            await _answer(broker, topic.name, int(p.partition_index), int(p.timestamp), request.api_version)
+            await _answer(broker, topic.name, int(p.partition_index), int(p.timestamp), request.api_version,
+                          read_committed)
             for p in topic.partitions or ()
         ]
         topics.append(ListOffsetsTopicResponse(name=TopicName(topic.name), partitions=tuple(answers)))
@@ -50,7 +54,7 @@ async def handle(broker: Broker, request: DecodedRequest) -> ListOffsetsResponse
 
 
 async def _answer(
-    broker: Broker, topic: str, partition: int, timestamp: int, version: int
+    broker: Broker, topic: str, partition: int, timestamp: int, version: int, read_committed: bool
 ) -> ListOffsetsPartitionResponse:
     def answer(code: ErrorCode, offset: int = -1, found_timestamp: int = -1) -> ListOffsetsPartitionResponse:
         return ListOffsetsPartitionResponse(
@@ -64,7 +68,10 @@ async def _answer(
     if timestamp == MAX_TIMESTAMP and version < 7:
         return answer(ErrorCode.unsupported_version)
     try:
-        found = await broker.log_of(topic, partition).offset_for_timestamp(timestamp)
+        plog = broker.log_of(topic, partition)
+        if read_committed and timestamp == LATEST_TIMESTAMP:
+            return answer(ErrorCode.none, await stable_offset(plog))
+        found = await plog.offset_for_timestamp(timestamp)
     except SeglogError as exc:
         code = error_code_of(exc)
         log.warning("list offsets of %s-%d for %d failed (%s): %s", topic, partition, timestamp, code.name, exc)

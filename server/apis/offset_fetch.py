@@ -5,8 +5,11 @@ Kafka only to store offsets). A partition without a committed offset gets
 offset -1 and no error. From version 2, a null topic list asks for every
 partition the group committed, and errors are also reported at the top.
 Committed leader epochs are not kept: -1 (version 5 on).
-``require_stable`` (version 7) needs nothing: there are no transactional
-commits pending.
+With ``require_stable`` (version 7, KIP-447) a partition with a
+transactional commit still pending (its transaction has not ended) is
+answered ``UNSTABLE_OFFSET_COMMIT``, which the client retries: a consumer that
+starts while a transaction commits its offsets waits for the outcome instead
+of reading from the older offset.
 
 Must not import: ``tools``.
 """
@@ -47,10 +50,17 @@ async def handle(broker: Broker, request: DecodedRequest) -> OffsetFetchResponse
         for topic in body.topics:
             wanted.setdefault(topic.name, []).extend(int(p) for p in topic.partition_indexes or ())
     coordinator = broker.engine.coordinator
+    unstable = coordinator.pending_partitions(group) if not invalid and getattr(body, "require_stable", False) else ()
     topics = []
     for name, partitions in wanted.items():
         answers = []
         for partition in partitions:
+            if (name, partition) in unstable:
+                answers.append(OffsetFetchResponsePartition(
+                    partition_index=i32(partition), committed_offset=i64(-1), committed_leader_epoch=i32(-1),
+                    metadata="", error_code=ErrorCode.unstable_offset_commit,
+                ))
+                continue
             found = None if invalid else coordinator.committed(group, name, partition)
             offset, metadata = found if found is not None else (-1, "")
             answers.append(OffsetFetchResponsePartition(

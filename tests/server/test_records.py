@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.engine import Record
+from seglog.segments import batch as seglog_batch
 from seglog.server.errors import (
     BatchTimestampError,
     BatchTooLargeError,
@@ -18,7 +19,7 @@ from seglog.server.errors import (
     InvalidBatchError,
     UnsupportedCompressionError,
 )
-from seglog.server.records import crc32c, decode_batch, decompress, encode_batch, encode_batches
+from seglog.server.records import crc32c, decode_batch, decompress, encode_batch, encode_batches, fetch_payload
 
 kafka_records = pytest.importorskip("kafka.record.default_records", reason="kafka-python is the reference codec")
 LIMIT = 1 << 20
@@ -141,6 +142,28 @@ def test_a_producers_transactional_batch_is_accepted_and_a_control_batch_refused
         decode_batch(_rebuild(build(SAMPLE), attributes=0x10))
     with pytest.raises(InvalidBatchError, match="control"):
         decode_batch(_rebuild(build(SAMPLE), attributes=0x20))
+
+
+@pytest.mark.parametrize("log_append_time", [False, True])
+def test_a_converted_batch_keeps_its_producer_fields_and_sequences_from_the_first_record_served(
+    log_append_time: bool,
+) -> None:
+    records = [Record(b"a", timestamp=5), Record(b"b", timestamp=5), Record(b"c", timestamp=9)]
+    stored = seglog_batch.encode_batch(
+        40, records, timestamp_type=seglog_batch.TimestampType.CREATE_TIME, now_ms=0, producer_id=7,
+        producer_epoch=3, base_sequence=100, transactional=True,
+    )
+    header = seglog_batch.read_header(stored)
+    payload = fetch_payload([(header, stored)], 41, log_append_time=log_append_time)
+    served = []
+    while payload:
+        one = seglog_batch.read_header(payload)
+        served.append((one.base_offset, one.producer_id, one.producer_epoch, one.base_sequence,
+                       one.is_transactional))
+        payload = payload[one.size:]
+    # From offset 41 on: the second record's sequence is 101; under LogAppendTime one batch per timestamp.
+    expected = [(41, 7, 3, 101, True)] if not log_append_time else [(41, 7, 3, 101, True), (42, 7, 3, 102, True)]
+    assert served == expected
 
 
 def test_an_idempotent_batch_is_accepted() -> None:
