@@ -1,4 +1,4 @@
-"""``seglog bench --only shapes``: every append shape, every operation, beside sqlite3, LMDB, RocksDB and the raw limits.
+"""``seglog bench --only shapes``: every append shape and operation, beside sqlite3, LMDB, RocksDB and the raw limits.
 
 The matrix (docs/PERFORMANCE.md, "Every shape"): logs written with 1, 10, 100
 and 1000 records per append, with 100-B and 1 KiB values (16-B keys,
@@ -44,9 +44,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record
-from seglog.tools.bench import kvpeers
+from seglog.tools.bench import kvpeers, workloads
 from seglog.tools.bench import references as ref
-from seglog.tools.bench import workloads
 from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset, remove
 from seglog.tools.bench.timing import Rounds, now, percentile
 
@@ -173,7 +172,7 @@ def produce_records(sizes: ShapeSizes, shape: Shape) -> int:
 async def produce_concurrent(
     directory: Path, batches: Sequence[Sequence[Record]], callers: int, config: LogConfig | None
 ) -> float:
-    """``callers`` tasks share ``batches``, each awaiting one ``append`` per batch; seconds (open and close excluded)."""
+    """``callers`` tasks share ``batches``, each awaiting one ``append`` per batch; seconds (open, close untimed)."""
     engine, log = await workloads.open_log(directory, config)
     try:
         shares = [batches[i::callers] for i in range(callers)]
