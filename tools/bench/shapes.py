@@ -50,8 +50,10 @@ from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset, remove
 from seglog.tools.bench.timing import Rounds, now, percentile
 
 CONCURRENT_CALLERS: Final = 100
-# 1000 records of 1 KiB make a ~1.05 MB batch, above Kafka's default max.message.bytes (1 MiB + 12).
-LARGE_BATCHES: Final = LogConfig(max_message_bytes=4 << 20)
+# 1000 records of 1 KiB make a ~1.05 MB batch, above Kafka's default max.message.bytes (1 MiB + 12). The records'
+# timestamps lie years in the past: with the default retention.ms the engine's retention check (every 5 minutes)
+# would delete the read logs in the middle of a run.
+CONFIG: Final = LogConfig(max_message_bytes=4 << 20, retention_ms=-1)
 RECORDS_PER_APPEND: Final = (1, 10, 100, 1000)
 VALUE_BYTES: Final = (100, 1024)
 COLUMNS: Final = ("seglog", "sqlite", "lmdb", "rocksdb", "raw")
@@ -232,7 +234,7 @@ async def run_section(
         v: data(v, max(read_records(sizes, v), *(produce_records(sizes, s) for s in SHAPES if s.value_bytes == v)))
         for v in VALUE_BYTES
     }
-    engine = await Engine.open(directory / "seglog", LARGE_BATCHES)
+    engine = await Engine.open(directory / "seglog", CONFIG)
     sqlite: dict[int, ref.SqlitePeer] = {}
     kv: dict[tuple[str, int], kvpeers.KvPeer] = {}
     try:
@@ -418,14 +420,14 @@ def _produce_group(
 
     async def seglog(record: bool) -> None:
         where = fresh("seglog")
-        seconds = await workloads.produce(where, batches, LARGE_BATCHES)
+        seconds = await workloads.produce(where, batches, CONFIG)
         remove(where)
         if record:
             figures.rate(shape, "produce", "seglog", count, seconds)
 
     async def concurrent(record: bool) -> None:
         where = fresh("concurrent")
-        seconds = await produce_concurrent(where, batches, CONCURRENT_CALLERS, LARGE_BATCHES)
+        seconds = await produce_concurrent(where, batches, CONCURRENT_CALLERS, CONFIG)
         remove(where)
         if record:
             figures.rate(shape, "produce_concurrent", "seglog", count, seconds)
