@@ -15,6 +15,7 @@ from seglog.tools._output import Column, print_table
 
 COLUMN_LABELS: Final = {"seglog": "seglog", "sqlite": "sqlite3", "lmdb": "LMDB", "rocksdb": "RocksDB", "raw": "raw"}
 PEER_COLUMNS: Final = ("sqlite", "lmdb", "rocksdb", "raw")
+SUMMARY_ENDS: Final = ("best shape (by margin to its bound)", "worst shape (by margin to its bound)")
 SCALING_BOUND: Final = 1.2  # issue 22: the 10⁷ / 10⁵ ratio of point-read and time-lookup p50
 # The compact table (README.md): one column per target, in this order, with a short heading.
 SHORT_HEADINGS: Final = {
@@ -121,7 +122,7 @@ def print_shapes(doc: dict[str, Any]) -> None:
     )
     if doc["missing_peers"]:
         print(f"not measured (package not installed; the dev extra has them): {', '.join(doc['missing_peers'])}")
-    print_table(["target", "holds in", "best shape", "worst shape"], summary_rows(doc),
+    print_table(["target", "holds in", *SUMMARY_ENDS], summary_rows(doc),
                 title="issue 22's targets over the shapes")
     print_table(["verdict", "target", "shape", Column("ratio", "right"), "bound"], verdict_rows(doc),
                 title="issue 22's targets, one verdict per shape")
@@ -144,7 +145,7 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
             cell = target["by_shape"][shape]
             shown.append(_ratio(cell["value"]) + (" **MISS**" if cell["holds"] is False else ""))
         lines.append(f"| {about['label']} | " + " | ".join(shown) + " |")
-    lines += ["", "| target | holds in | best shape | worst shape |", "| --- | --- | --- | --- |"]
+    lines += ["", f"| target | holds in | {' | '.join(SUMMARY_ENDS)} |", "| --- | --- | --- | --- |"]
     lines += ["| " + " | ".join(row) + " |" for row in summary_rows(doc)]
     scaling = doc.get("scaling_targets", {})
     if scaling:
