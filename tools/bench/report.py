@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from seglog.tools._output import Column, print_table
+from seglog.tools.bench.shapes_report import markdown_lines, print_shapes, scaling_targets
 
 Unit = Literal["rec/s", "us", "MB/s", "s", "MB"]
 COLUMNS: Final = ("seglog", "raw", "sqlite_normal", "sqlite_full", "diskcache")
@@ -156,6 +157,7 @@ class Report:
     scaling: dict[str, Any] = field(default_factory=dict)
     wire: dict[str, Any] = field(default_factory=dict)  # tools.bench.wire's rows and ratios (--only wire)
     groups: dict[str, Any] = field(default_factory=dict)  # tools.bench.groups's rows and ratios (--only groups)
+    shapes: dict[str, Any] = field(default_factory=dict)  # tools.bench.shapes's matrix and verdicts
     notes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -252,6 +254,7 @@ class Report:
             "notes": self.notes,
             **({"wire": self.wire} if self.wire else {}),
             **({"groups": self.groups} if self.groups else {}),
+            **({"shapes": {**self.shapes, "scaling_targets": scaling_targets(self.scaling)}} if self.shapes else {}),
         }
 
     def print(self) -> None:
@@ -298,6 +301,8 @@ class Report:
             print_table(["scaling run", Column("result", "right")], srows, title="scaling runs")
         self._print_wire()
         _print_groups_of(self)
+        if self.shapes:
+            print_shapes({**self.shapes, "scaling_targets": scaling_targets(self.scaling)})
         ratios, verdicts = self.ratios(), self.verdicts()
         rrows = []
         for key in RATIO_KEYS:
@@ -452,7 +457,8 @@ def markdown(document: dict[str, Any]) -> str:
         verdict = "-" if r["holds"] is None else ("holds" if r["holds"] else "**missed**")
         ratios.append(f"| {r['label']} | {value} | {r['target']} | {verdict} |")
     return "\n".join(
-        out + (scaling if len(scaling) > 3 else []) + _wire_markdown(document) + _groups_markdown(document) + ratios
+        out + (scaling if len(scaling) > 3 else []) + _wire_markdown(document) + _groups_markdown(document)
+        + (markdown_lines(document["shapes"]) if document.get("shapes") else []) + ratios
     ) + "\n"
 
 

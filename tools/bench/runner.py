@@ -21,7 +21,7 @@ from seglog.tools.bench.follow import follow_latencies
 from seglog.tools.bench.report import Report
 from seglog.tools.bench.timing import Latency, Rate, Rounds, interleave, now, settle
 
-SECTIONS: Final = ("produce", "fetch", "lookup", "recovery", "open", "memory", "scaling", "follow")
+SECTIONS: Final = ("produce", "fetch", "lookup", "recovery", "open", "memory", "scaling", "follow", "shapes")
 # Run only when named with --only: wire needs the `wire` extra (Kafka clients) and processes of its own;
 # groups is a comparison of group stores with sqlite3 of its own (a minute and a half on its own).
 EXTRA_SECTIONS: Final = ("wire", "groups")
@@ -251,6 +251,13 @@ class _Bench:
             self.report.wire = await wire.run_section(sizes, self.rounds, directory, self.say)
         finally:
             remove(directory)
+
+    async def shapes(self) -> None:
+        from seglog.tools.bench import shapes
+
+        sizes = shapes.SHAPES_QUICK if self.sizes is QUICK else shapes.SHAPES_FULL
+        directory = self.scratch.fresh("shapes")
+        self.report.shapes = await shapes.run_section(sizes, self.rounds, directory, self.data, self.rnd, self.say)
 
     async def groups(self) -> None:
         from seglog.tools.bench import groups

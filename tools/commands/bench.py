@@ -18,7 +18,10 @@ from seglog.tools.bench import ALL_SECTIONS, SECTIONS, BenchOptions, run_bench
 from seglog.tools.bench.report import markdown
 
 NOTES = f"""\
-Sections: {", ".join(SECTIONS)} (the default), wire (Kafka clients through
+Sections: {", ".join(SECTIONS)} (the default; shapes is the matrix of 1, 10, 100
+and 1000 records per append x 100-B and 1 KiB values, each read, looked up by time,
+produced and fetched beside sqlite3, LMDB and RocksDB, with one verdict per target
+and shape), wire (Kafka clients through
 seglog serve beside a null sink and librdkafka's mock cluster; only with --only wire,
 needs the wire extra), and groups (1,000 consumer groups committing 10 partitions each,
 beside the previous one-file-per-group store and sqlite3; only with --only groups).
@@ -36,13 +39,14 @@ def register(subparsers: Any) -> None:
         "bench",
         help="benchmark seglog against the machine's raw limits, sqlite3 and diskcache (ratios, same run)",
         description="Measure produce, fetch, point and timestamp reads, subscribe latency, recovery, clean "
-        "open and memory, each beside its raw reference and its peers, plus the scaling runs; print a "
-        "table and the ratios the performance targets are stated in.",
+        "open and memory, each beside its raw reference and its peers, plus the scaling runs and the matrix "
+        "of append shapes; print a table and the ratios the performance targets are stated in.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=epilog(
             "seglog bench --json bench.json",
             "seglog bench --quick --json",
             "seglog bench --only produce,lookup",
+            "seglog bench --only shapes --json shapes.json",
             "seglog bench --only fetch --gc-threshold 50000",
             "seglog bench --only wire",
             "seglog bench --only groups",
