@@ -55,7 +55,8 @@ from seglog.engine.errors import (
 from seglog.engine.log import LoadedLog, LogOwner, PartitionLog, Unopened, new_segment
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
 from seglog.engine.offline.segment_scan import scan_segment
-from seglog.engine.producer_state import snapshot_offset_of
+from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots
+from seglog.engine.producer_state import plan_snapshot_load, snapshot_file_name, snapshot_offset_of
 from seglog.engine.topics import TopicState, parse_topic_file
 from seglog.segments.batch import BatchHeader
 from seglog.segments.fileio import in_thread, list_dir, remove
@@ -292,6 +293,14 @@ class SegmentRecovery:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotRemoval:
+    """A producer-state snapshot file the open deletes (or, in a dry run, would delete), and why."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionRecovery:
     """What recovery does to one partition: its plan, each segment looked at, the offsets it ends with."""
 
@@ -303,6 +312,17 @@ class PartitionRecovery:
     log_end_offset: int
     new_segment_at: int | None  # no segment is left: an empty one starts here
     notes: tuple[str, ...] = ()  # what a loaded log warns about (a checkpoint clamped, a record disbelieved)
+    # Snapshots deleted: by the open (past the recovered log end); a dry run adds those the first load of
+    # the producer state deletes (of no use, or not reading back), as it would find them.
+    removed_snapshots: tuple[SnapshotRemoval, ...] = ()
+
+    def segment_bases_after(self) -> list[int]:
+        """The base offsets of the segments the partition has after this recovery."""
+        gone = {s.base_offset for s in self.segments if s.action in (SegmentAction.SET_ASIDE, SegmentAction.DELETE)}
+        bases = [s.base_offset for s in self.plan.facts.segments if s.base_offset not in gone]
+        if self.new_segment_at is not None:
+            bases.append(self.new_segment_at)
+        return bases
 
     @property
     def changes_anything(self) -> bool:
@@ -727,7 +747,9 @@ async def load_partition(
                 log.warning("%s: holds no segment (a create_topic was cut short?); starting an empty one", directory)
             segments.add(await new_segment(directory, config, recovery.new_segment_at, now_ms))
         if recovery.changes_anything:
-            await _remove_snapshots_after(directory, recovery.log_end_offset)
+            removed = await _remove_snapshots_after(directory, recovery.log_end_offset)
+            if removed:
+                recovery = dataclasses.replace(recovery, removed_snapshots=tuple(removed))
         log.debug("%s: loaded %s", name, recovery)
         scanned = [s.base_offset for s in recovery.segments if s.next_offset is not None]
         return (LoadedLog(segments, recovery.log_start_offset, recovery.log_end_offset, recovery.log_end_offset,
@@ -740,23 +762,66 @@ async def load_partition(
         raise
 
 
-async def _remove_snapshots_after(directory: Path, log_end_offset: int) -> None:
+def _past_the_end(log_end_offset: int) -> str:
+    return f"past the log end offset {log_end_offset} recovery leaves (it holds batches that were cut off)"
+
+
+async def _remove_snapshots_after(directory: Path, log_end_offset: int) -> list[SnapshotRemoval]:
     """Remove the producer-state snapshots past where recovery ended the log (Kafka's ``truncateAndReload``).
 
     Such a snapshot holds batches recovery cut off; left in place, appends
     after the open would bring its offset back inside the log, and it would
     pass for the state there (a producer's retry taken for a batch the log no
-    longer holds).
+    longer holds). Returns what was removed.
 
     Raises:
         StorageError: the directory cannot be listed or a snapshot cannot be removed.
     """
-    for name in await list_dir(directory):
+    removed = []
+    for name in sorted(await list_dir(directory)):
         offset = snapshot_offset_of(name)
         if offset is not None and offset > log_end_offset:
             log.warning("%s: removing producer snapshot %s: recovery ended the log at %d", directory, name,
                         log_end_offset)
             await remove(directory / name)
+            removed.append(SnapshotRemoval(name, _past_the_end(log_end_offset)))
+    return removed
+
+
+def snapshot_removals(directory: Path, recovery: PartitionRecovery) -> list[SnapshotRemoval]:
+    """The snapshots the open and the first load of the producer state would delete after ``recovery`` (blocking).
+
+    The open's (:func:`_remove_snapshots_after`), then the load's
+    (:func:`~seglog.engine.producer_state.plan_snapshot_load` over the
+    segments recovery leaves, and the newest candidates that do not decode,
+    up to the first that does). Reads the snapshot files, changes nothing.
+
+    Raises:
+        StorageError: the directory cannot be listed or a snapshot cannot be read.
+    """
+    start, end = recovery.log_start_offset, recovery.log_end_offset
+    found = list_snapshots(directory)
+    out: list[SnapshotRemoval] = []
+    if recovery.changes_anything:
+        out += [SnapshotRemoval(path.name, _past_the_end(end)) for offset, path in found if offset > end]
+        found = [(offset, path) for offset, path in found if offset <= end]
+    plan = plan_snapshot_load([o for o, _ in found], recovery.segment_bases_after(), log_start_offset=start,
+                              log_end_offset=end, clean_shutdown=False)
+    for offset in plan.delete:
+        if offset > end:
+            why = f"past the log end offset {end}"
+        elif offset < start:
+            why = f"below the log start offset {start}"
+        else:
+            why = "a stray: neither at a segment's base offset nor the newest snapshot"
+        out.append(SnapshotRemoval(snapshot_file_name(offset), f"{why}; deleted when the producer state is loaded"))
+    for offset in plan.candidates:
+        snap = dump_snapshot(directory / snapshot_file_name(offset))
+        if snap.problem is None:
+            break
+        out.append(SnapshotRemoval(snap.path.name, f"does not decode ({snap.problem}); deleted when the producer "
+                                                   "state is loaded, which is rebuilt from the log instead"))
+    return out
 
 
 async def _walk(
@@ -1228,8 +1293,10 @@ def dry_run_recovery(
             last_end = None
             if kept is not None and kept[1] is None:
                 last_end = by_base[listed[kept[0]].base_offset].read_next_offset_in_thread()
-            plan.partitions.append(walk.finish(topic=topic, partition=partition,
-                                               log_start_checkpoint=starts.get(key), last_end=last_end))
+            recovery = walk.finish(topic=topic, partition=partition, log_start_checkpoint=starts.get(key),
+                                   last_end=last_end)
+            removals = snapshot_removals(directory, recovery)
+            plan.partitions.append(dataclasses.replace(recovery, removed_snapshots=tuple(removals)))
         finally:
             close_opened([opened])
     return plan

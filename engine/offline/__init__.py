@@ -27,7 +27,8 @@ flight, and its indexes are preallocated (zero slots) until the engine closes.
 
 Modules: ``listing`` (partitions, segments, topic.json, checkpoints, groups,
 opening a ``.log``), ``segment_scan`` (one ``.log`` scanned, its tail, the log
-end), ``indexes`` (index files read raw and checked), ``findings``, ``dump``,
+end), ``indexes`` (index files read raw and checked), ``snapshots`` (producer-state
+snapshots decoded and checked), ``findings``, ``dump``,
 ``describe``, ``verify``, ``explain``, ``reads`` and ``ranges`` (bulk reads).
 The recovery plan (``seglog recover --dry-run``) is not here: it is the open's
 own, ``seglog.engine.loader.dry_run_recovery``, which scans with this
@@ -91,6 +92,7 @@ from seglog.engine.offline.ranges import (
 )
 from seglog.engine.offline.reads import read_records
 from seglog.engine.offline.segment_scan import SegmentScan, TailKind, scan_segment
+from seglog.engine.offline.snapshots import SnapshotDump, dump_snapshot, list_snapshots
 from seglog.engine.offline.verify import VerifyProgress, VerifyReport, verify
 from seglog.segments.files import (
     INDEX_SUFFIX,
@@ -129,6 +131,7 @@ __all__ = [
     "SegmentRange",
     "SegmentScan",
     "Severity",
+    "SnapshotDump",
     "TailKind",
     "TraceHook",
     "TxnIndexDump",
@@ -140,6 +143,7 @@ __all__ = [
     "describe_partition",
     "dump_index",
     "dump_log",
+    "dump_snapshot",
     "dump_txn_index",
     "explain_offset",
     "explain_timestamp",
@@ -148,6 +152,7 @@ __all__ = [
     "index_sanity_check",
     "list_partitions",
     "list_segments",
+    "list_snapshots",
     "lock_holder",
     "log_end_offset",
     "log_start_offsets",

@@ -40,6 +40,7 @@ class Check(enum.StrEnum):
     OFFSET_INDEX = "offset-index"
     TIME_INDEX = "time-index"
     TXN_INDEX = "txn-index"
+    SNAPSHOT = "snapshot"  # a producer-state <offset>.snapshot that does not decode or is not where one belongs
     INDEX_SIZE = "index-size"  # index length not a whole number of entries, or untrimmed slots
     ORPHAN = "orphan"  # an index file without its .log
     MISSING_INDEX = "missing-index"

@@ -39,7 +39,9 @@ from seglog.engine.offline.listing import (
     read_checkpoint,
     read_topic_file,
 )
-from seglog.engine.offline.segment_scan import log_end_offset_of, scan_segment, tail_findings
+from seglog.engine.offline.segment_scan import SegmentScan, log_end_offset_of, scan_segment, tail_findings
+from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots, snapshot_findings
+from seglog.engine.producer_state import snapshot_file_name
 from seglog.segments.files import (
     FILE_NAME_DIGITS,
     INDEX_SUFFIX,
@@ -122,13 +124,16 @@ class _Verifier:
         if self.on_progress is not None:
             self.on_progress(VerifyProgress(self.done, self.total, path))
 
-    def partition(self, directory: Path, *, clean_shutdown: bool) -> tuple[int, int] | None:
+    def partition(self, directory: Path, *, clean_shutdown: bool,
+                  log_start_checkpoint: int | None = None) -> tuple[int, int] | None:
         """Verify one partition directory; returns (first base offset, log end offset) or None if empty."""
         meta = read_topic_file(directory)
         if meta.problem is not None:
             self.add(Severity.WARNING, Check.TOPIC_FILE, directory / TOPIC_FILE, meta.problem)
         self._stray_files(directory)
         segments = list_segments(directory)
+        snapshots = [o for o, _ in list_snapshots(directory)]
+        off_boundary: set[int] = set()
         previous_next: int | None = None
         for seg in segments:
             if not self.selected(seg):
@@ -139,7 +144,8 @@ class _Verifier:
                 continue
             self.segments += 1
             try:
-                next_offset = self.segment(seg, meta, clean_shutdown=clean_shutdown)
+                next_offset = self.segment(seg, meta, clean_shutdown=clean_shutdown, snapshots=snapshots,
+                                           off_boundary=off_boundary)
             except StorageError as exc:  # unreadable, not inconsistent: name it and go on
                 self.add(Severity.ERROR, Check.DIRECTORY, seg.log_path, str(exc))
                 previous_next = None
@@ -158,7 +164,22 @@ class _Verifier:
             self.add(Severity.WARNING, Check.DIRECTORY, directory, "partition directory holds no segment")
             return None
         assert previous_next is not None
-        return segments[0].base_offset, previous_next
+        first = segments[0].base_offset
+        if snapshots:
+            # The log start as the engine settles it: the checkpoint's entry, within the segments' offsets.
+            start = first if log_start_checkpoint is None else min(max(log_start_checkpoint, first), previous_next)
+            dumps = []
+            for offset in snapshots:
+                path = directory / snapshot_file_name(offset)
+                try:
+                    dumps.append(dump_snapshot(path))
+                except StorageError as exc:
+                    self.add(Severity.ERROR, Check.SNAPSHOT, path, str(exc), offset=offset)
+            self.findings.extend(snapshot_findings(
+                dumps, segment_bases=[s.base_offset for s in segments], off_boundary=off_boundary,
+                log_start_offset=start, log_end_offset=previous_next,
+            ))
+        return first, previous_next
 
     def _stray_files(self, directory: Path) -> None:
         listing = list_partition_dir(directory)
@@ -176,11 +197,19 @@ class _Verifier:
         for name, check, severity, message in sorted(found):
             self.add(severity, check, directory / name, message)
 
-    def segment(self, seg: SegmentInfo, meta: TopicMeta, *, clean_shutdown: bool) -> int:
-        """Verify one segment and its indexes; returns its next offset."""
+    def segment(self, seg: SegmentInfo, meta: TopicMeta, *, clean_shutdown: bool, snapshots: Sequence[int] = (),
+                off_boundary: set[int] | None = None) -> int:
+        """Verify one segment and its indexes; returns its next offset.
+
+        ``snapshots``: the offsets of the partition's snapshot files; those in
+        this segment's range that are not where a batch starts (or where its
+        valid batches end) go to ``off_boundary``.
+        """
         active = seg.is_active and not clean_shutdown
         scan = scan_segment(seg.log_path, max_batch_bytes=meta.max_batch_bytes, base_offset=seg.base_offset,
                             keep_batches=True, on_bytes=lambda n: self.advance(n, seg.log_path))
+        if off_boundary is not None:
+            off_boundary.update(o for o in snapshots if _inside_a_batch(scan, seg, o))
         self.batches += scan.batch_count
         self.records += scan.record_count
         self.findings.extend(tail_findings(scan, active=active))
@@ -215,6 +244,16 @@ class _Verifier:
             except StorageError as exc:
                 self.add(Severity.ERROR, Check.TXN_INDEX, seg.sibling(TXN_INDEX_SUFFIX), str(exc))
         return scan.next_offset
+
+
+def _inside_a_batch(scan: SegmentScan, seg: SegmentInfo, offset: int) -> bool:
+    """Whether ``offset`` lies in ``seg``'s range but is neither a batch's base offset nor the end of its batches."""
+    if offset < seg.base_offset or (seg.next_base_offset is not None and offset >= seg.next_base_offset):
+        return False
+    if offset >= scan.next_offset:
+        return offset > scan.next_offset and seg.next_base_offset is not None
+    i = scan.batch_holding(offset)
+    return i is None or scan.base_offsets[i] != offset
 
 
 def total_log_bytes(dirs: Sequence[Path], keep: Callable[[SegmentInfo], bool] = lambda s: True) -> int:
@@ -258,9 +297,11 @@ def verify(
     log_dir = root.parent if single else root
     clean_shutdown = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
     ranges: dict[tuple[str, int], tuple[int, int]] = {}
+    starts, _ = read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
     for d in dirs:
         parsed = parse_partition_dir(d.name)
-        result = verifier.partition(d, clean_shutdown=clean_shutdown)
+        start = None if starts is None or parsed is None else starts.get(parsed)
+        result = verifier.partition(d, clean_shutdown=clean_shutdown, log_start_checkpoint=start)
         if parsed is not None and result is not None:
             ranges[parsed] = result
     if not single:

@@ -1,12 +1,15 @@
 """``seglog dump FILE|DIR...``: print batches, records and index entries, like ``kafka-dump-log``.
 
 A partition directory stands for its segment files, segment by segment (``.log``,
-``.index``, ``.timeindex``, ``.txnindex``); a log directory is refused with a
-pointer to ``verify``. Dispatch by suffix: ``.log`` (batch headers; records with ``--print-data`` or
+``.index``, ``.timeindex``, ``.txnindex``), each producer-state snapshot before
+the segment starting at its offset; a log directory is refused with a
+pointer to ``verify``. Dispatch by suffix: ``.log`` (batch headers with their
+producer fields and transactional/control bits; records with ``--print-data`` or
 ``--deep-iteration``), ``.index`` / ``.timeindex`` (entries, then a check of
 every entry against the ``.log`` beside it), ``.txnindex`` (aborted
-transactions). Read-only; a damaged file is reported, not fatal. Exit 1 when a
-problem (torn tail, non-consecutive offsets, index mismatch) was found.
+transactions), ``.snapshot`` (the producers of a producer-state snapshot).
+Read-only; a damaged file is reported, not fatal. Exit 1 when a problem (torn
+tail, non-consecutive offsets, index mismatch, a snapshot that does not decode) was found.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from seglog.tools._output import (
 
 DESCRIPTION = (
     "Print what a segment file holds, like kafka-dump-log: batch headers of a .log (records with "
-    "--print-data), the entries of a .index/.timeindex (checked against the .log beside it) or a .txnindex. "
-    "A partition directory dumps each of its segments' files in offset order."
+    "--print-data), the entries of a .index/.timeindex (checked against the .log beside it) or a .txnindex, "
+    "the producers of a .snapshot. A partition directory dumps each of its segments' files in offset order."
 )
 
 
@@ -48,11 +51,13 @@ def register(subparsers: Any) -> None:
             "seglog dump data/orders-0/00000000000000000000.log --print-data",
             "seglog dump data/orders-0",
             "seglog dump data/orders-0/*.index --verify-index-only",
+            "seglog dump data/orders-0/00000000000000000042.snapshot",
             "seglog dump data/orders-0/00000000000000000000.log --json | jq '.files[0].batches | length'",
         ],
     )
     p.add_argument("files", nargs="+", metavar="FILE|DIR",
-                   help=".log, .index, .timeindex or .txnindex files, or partition directories (DIR/orders-0)")
+                   help=".log, .index, .timeindex, .txnindex or .snapshot files, or partition directories "
+                        "(DIR/orders-0)")
     p.add_argument("--print-data", action="store_true", help="print each record's key, value and headers")
     p.add_argument("--deep-iteration", action="store_true",
                    help="iterate the records inside batches and report non-consecutive offsets")
@@ -173,8 +178,35 @@ def _dump_txn(path: Path, doc: dict[str, Any] | None) -> None:
               f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
 
 
+def _dump_snapshot(path: Path, findings: list[Finding], doc: dict[str, Any] | None) -> None:
+    dump = offline.dump_snapshot(path)
+    if dump.problem is not None:
+        findings.append(Finding(Severity.ERROR, offline.Check.SNAPSHOT, path,
+                                f"does not decode ({dump.problem}); the engine deletes it and rebuilds the producer "
+                                "state from the log", offset=dump.offset))
+    if doc is not None:
+        doc["offset"] = dump.offset
+        doc["producers"] = [
+            {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
+             "coordinator_epoch": e.coordinator_epoch, "current_txn_first_offset": e.current_txn_first_offset,
+             "last_timestamp": e.last_timestamp,
+             "batches": [{"first_sequence": b.first_seq, "last_sequence": b.last_seq, "first_offset": b.first_offset,
+                          "last_offset": b.last_offset, "offset_delta": b.offset_delta, "timestamp": b.timestamp}
+                         for b in e.batches]}
+            for e in dump.entries
+        ]
+        return
+    for e in dump.entries:
+        txn = "None" if e.current_txn_first_offset is None else e.current_txn_first_offset
+        print(f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
+              f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.last_timestamp}")
+        for b in e.batches:
+            print(f"| firstSequence: {b.first_seq} lastSequence: {b.last_seq} firstOffset: {b.first_offset} "
+                  f"lastOffset: {b.last_offset} offsetDelta: {b.offset_delta} timestamp: {b.timestamp}")
+
+
 def _segment_files(name: str) -> list[Path]:
-    """The files ``name`` stands for: itself, or every segment file of a partition directory.
+    """The files ``name`` stands for: itself, or every segment file and snapshot of a partition directory.
 
     Raises:
         UsageError: no such file or directory, a log directory, or a directory holding no segment.
@@ -186,7 +218,11 @@ def _segment_files(name: str) -> list[Path]:
         raise UsageError(f"{path}: no such file or directory")
     segments = offline.list_segments(path)
     if segments:
-        return [f for seg in segments for suffix in offline.SEGMENT_SUFFIXES if (f := seg.sibling(suffix)).is_file()]
+        # A snapshot holds the state up to its offset: it goes before the segment starting there.
+        by_offset = [(offset, 0, snap) for offset, snap in offline.list_snapshots(path)]
+        by_offset += [(seg.base_offset, 1, f) for seg in segments for suffix in offline.SEGMENT_SUFFIXES
+                      if (f := seg.sibling(suffix)).is_file()]
+        return [f for _, _, f in sorted(by_offset, key=lambda t: t[:2])]
     partitions = sorted(child.name for child in path.iterdir() if is_partition_dir_name(child.name) and child.is_dir())
     if partitions:
         raise UsageError(
@@ -213,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
         elif kind.startswith("txnindex"):
             _dump_txn(path, doc)
             findings.extend(offline.index_sanity_check(path))
+        elif kind == "snapshot":
+            _dump_snapshot(path, findings, doc)
         else:
             note(f"Ignoring unknown file {path}")
             continue

@@ -83,6 +83,7 @@ def partition_json(p: PartitionRecovery) -> dict[str, Any]:
         "why": plan.unclean_why or None,
         "record_problem": plan.record_problem,
         "removed_files": list(plan.removed_files),
+        "removed_snapshots": [{"file": r.name, "reason": r.reason} for r in p.removed_snapshots],
         "segments": [
             {"base_offset": s.base_offset, "file": segment_file_name(s.base_offset), "action": s.action,
              "file_bytes": s.file_bytes, "valid_bytes": s.valid_bytes, "truncated_bytes": s.truncated_bytes,
@@ -106,11 +107,13 @@ def _table(partitions: list[PartitionRecovery]) -> None:
     print_table(["partition", "segment", "action", "valid bytes", "cut bytes", "next offset", "reason"], rows)
 
 
-def _notes(path: Path, partitions: list[PartitionRecovery]) -> None:
+def _notes(path: Path, partitions: list[PartitionRecovery], *, dry_run: bool) -> None:
     for p in partitions:
         name = f"{p.topic}-{p.partition}"
         for removed in p.plan.removed_files:
             note(f"{name}: removed at open: {removed} (a leftover of interrupted work, or an index without its .log)")
+        for snap in p.removed_snapshots:
+            note(f"{name}: producer snapshot {snap.name} {'to be ' if dry_run else ''}deleted: {snap.reason}")
         for text in p.notes:
             note(f"{name}: {text}")
         scanned_from = p.plan.unclean_from
@@ -135,7 +138,7 @@ def _dry_run(args: argparse.Namespace, path: Path) -> int:
         note(f"{path}: not shut down cleanly; the next open does the above")
     if plan.recovery_checkpoint_problem:
         note(f"recovery-point checkpoint unreadable ({plan.recovery_checkpoint_problem}): recovering from offset 0")
-    _notes(path, plan.partitions)
+    _notes(path, plan.partitions, dry_run=True)
     note(f"dry run: {plan.segments_to_recover} segment(s) to look at, {plan.bytes_truncated} byte(s) to cut or "
          "take out of the log; nothing was changed")
     return EXIT_OK
@@ -163,7 +166,7 @@ def _recover(args: argparse.Namespace, path: Path) -> int:
                     "partitions": [partition_json(p) for p in done]})
     else:
         _table(done)
-        _notes(path, done)
+        _notes(path, done, dry_run=False)
     note(f"{path}: recovered {len(events)} partition(s), {segments} segment(s), truncated {truncated} byte(s); "
          "closed cleanly")
     return EXIT_OK

@@ -1,0 +1,134 @@
+"""Producer-state snapshots (``<offset>.snapshot``) read offline: listed, decoded, checked against the log.
+
+A snapshot holds the producer state of a partition up to (not including)
+the offset in its name (``seglog.engine.producer_state``; the layout is in
+docs/FORMAT.md). The engine writes one at each roll (at the new segment's
+base offset) and at a clean close (at the log end), and when it loads the
+state it deletes those it cannot use (:func:`~seglog.engine.producer_state.plan_snapshot_load`)
+and those that do not read back. Here they are read with the engine's own
+decoder (which trusts nothing) and never changed.
+
+Must not import: ``tools``; nor ``seglog.engine.engine`` / ``seglog.engine.log`` /
+``seglog.engine.loader``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seglog.engine.errors import CorruptSnapshotError, StorageError
+from seglog.engine.offline.findings import Check, Finding, Severity
+from seglog.engine.producer_state import (
+    MAX_SNAPSHOT_BYTES,
+    ProducerStateEntry,
+    decode_snapshot,
+    plan_snapshot_load,
+    snapshot_offset_of,
+)
+
+__all__ = ["SnapshotDump", "dump_snapshot", "list_snapshots", "snapshot_findings"]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotDump:
+    """A ``.snapshot`` file read back: the offset its name says, and its producers or why it does not decode."""
+
+    path: Path
+    offset: int
+    file_bytes: int
+    entries: list[ProducerStateEntry] = field(default_factory=list)
+    problem: str | None = None  # the decoder's refusal: the engine deletes such a file and rebuilds from the log
+
+
+def list_snapshots(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """The snapshot files of a partition directory, by offset: ``(offset, path)``.
+
+    Raises:
+        StorageError: the directory cannot be listed.
+    """
+    d = Path(directory)
+    try:
+        names = os.listdir(d)
+    except OSError as exc:
+        raise StorageError(f"{d}: cannot list: {exc.strerror or exc}") from exc
+    return sorted((offset, d / name) for name in names if (offset := snapshot_offset_of(name)) is not None)
+
+
+def dump_snapshot(path: str | os.PathLike[str]) -> SnapshotDump:
+    """Read and decode one snapshot file (blocking); a file that does not decode is a ``problem``, not an error.
+
+    Raises:
+        StorageError: the file is missing or unreadable, or its name is not ``<20-digit offset>.snapshot``.
+    """
+    p = Path(path)
+    offset = snapshot_offset_of(p.name)
+    if offset is None:
+        raise StorageError(f"{p}: not a snapshot file name (<20-digit offset>.snapshot)")
+    try:
+        with open(p, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_SNAPSHOT_BYTES:
+                return SnapshotDump(p, offset, size, problem=f"{size} bytes, more than a snapshot can hold "
+                                                               f"({MAX_SNAPSHOT_BYTES})")
+            data = f.read(size)
+    except FileNotFoundError as exc:
+        raise StorageError(f"{p}: no such file") from exc
+    except OSError as exc:
+        raise StorageError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        return SnapshotDump(p, offset, len(data), decode_snapshot(data, offset))
+    except CorruptSnapshotError as exc:
+        return SnapshotDump(p, offset, len(data), problem=str(exc))
+
+
+def snapshot_findings(
+    snapshots: Sequence[SnapshotDump],
+    *,
+    segment_bases: Sequence[int],
+    off_boundary: Collection[int] = (),
+    log_start_offset: int,
+    log_end_offset: int,
+) -> list[Finding]:
+    """Check a partition's snapshots against its log; ``snapshots`` in offset order.
+
+    Each one must decode, and lie where the engine writes one: at a batch
+    boundary inside the log (``off_boundary``: the snapshots' offsets that a
+    scan of the segment holding them found inside a batch, or past its last
+    valid batch). The engine's load rules
+    decide what else is of no use: one past the log end (the log was cut
+    after it was written), below the log start, or neither at a segment's base
+    offset nor the newest (stray) is deleted at the next load of the producer
+    state.
+    """
+    out: list[Finding] = []
+    plan = plan_snapshot_load(
+        [s.offset for s in snapshots], segment_bases, log_start_offset=log_start_offset,
+        log_end_offset=log_end_offset, clean_shutdown=False,
+    )
+    unused = set(plan.delete)
+    for snap in snapshots:
+        if snap.problem is not None:
+            out.append(Finding(Severity.ERROR, Check.SNAPSHOT, snap.path,
+                               f"does not decode ({snap.problem}); the engine deletes it and rebuilds the producer "
+                               "state from the log", offset=snap.offset))
+            continue
+        if snap.offset > log_end_offset:
+            out.append(Finding(Severity.ERROR, Check.SNAPSHOT, snap.path,
+                               f"offset {snap.offset} is past the log end offset {log_end_offset} (the log was cut "
+                               "after it was written); the engine deletes it", offset=snap.offset))
+        elif snap.offset < log_start_offset:
+            out.append(Finding(Severity.WARNING, Check.SNAPSHOT, snap.path,
+                               f"offset {snap.offset} is below the log start offset {log_start_offset}; the engine "
+                               "deletes it", offset=snap.offset))
+        elif snap.offset in off_boundary:
+            out.append(Finding(Severity.ERROR, Check.SNAPSHOT, snap.path,
+                               f"offset {snap.offset} is not where a batch starts: no writer takes a snapshot "
+                               "there", offset=snap.offset))
+        elif snap.offset in unused:
+            out.append(Finding(Severity.WARNING, Check.SNAPSHOT, snap.path,
+                               f"offset {snap.offset} is neither a segment's base offset nor the newest snapshot's "
+                               "(a stray); the engine deletes it", offset=snap.offset))
+    return out
