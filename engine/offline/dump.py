@@ -17,6 +17,7 @@ from seglog.indexes.time_index import NO_TIMESTAMP
 from seglog.segments.batch import BatchHeader, ScanStop, decode_batch
 from seglog.segments.errors import CorruptRecordError
 from seglog.segments.files import base_offset_of
+from seglog.segments.kafka_batch import ControlRecord, control_record
 from seglog.segments.records import Record
 
 __all__ = ["BatchInfo", "dump_log"]
@@ -24,11 +25,17 @@ __all__ = ["BatchInfo", "dump_log"]
 
 @dataclass(frozen=True, slots=True)
 class BatchInfo:
-    """One batch as ``dump`` shows it: position, header fields and (on request) its records."""
+    """One batch as ``dump`` shows it: position, header fields, (on request) its records, and a marker's content.
+
+    ``marker`` is what a control batch says (commit or abort, the
+    coordinator's epoch); ``None`` for a data batch, or a control batch whose
+    record is not a transaction marker (a finding says so).
+    """
 
     position: int
     header: BatchHeader
     records: list[Record] | None = None
+    marker: ControlRecord | None = None
 
 
 def dump_log(
@@ -42,7 +49,8 @@ def dump_log(
     """Yield the batches of a ``.log`` in file order, like ``kafka-dump-log``.
 
     Every batch is checked as the engine checks it (header, CRC-32C, offsets
-    following on from the base offset in the file name). With ``records``
+    following on from the base offset in the file name); a control batch's
+    record is decoded as a transaction marker (:attr:`BatchInfo.marker`). With ``records``
     every batch's records are decoded and offsets are checked record by record
     (Kafka's ``--deep-iteration``: non-consecutive offsets are reported). Stops
     before the first batch that starts at or beyond ``max_bytes``. Problems (a
@@ -61,6 +69,14 @@ def dump_log(
         reader = segment_reader(log, base, limit, limit=max_bytes)
         for batch in reader:
             recs: list[Record] | None = None
+            marker: ControlRecord | None = None
+            if batch.header.is_control:
+                buf, at = reader.batch_bytes(batch)
+                try:
+                    marker = control_record(buf, at, batch.header)
+                except CorruptRecordError as exc:
+                    sink.append(Finding(Severity.ERROR, Check.RECORDS, p, f"control batch: {exc}", batch.position,
+                                        batch.header.base_offset))
             if records:
                 buf, at = reader.batch_bytes(batch)
                 try:
@@ -75,7 +91,10 @@ def dump_log(
                                                 f"non-consecutive offsets: {expected - 1} is followed by {rec.offset}",
                                                 batch.position, rec.offset))
                         expected = rec.offset + 1
-            yield BatchInfo(batch.position, batch.header, recs)
+                    if batch.header.is_control:
+                        # A marker's offset holds no record a reader sees (decoding returns none): not a gap.
+                        expected = batch.header.last_offset + 1
+            yield BatchInfo(batch.position, batch.header, recs, marker)
         if reader.stop not in (ScanStop.END, ScanStop.LIMIT, None):
             zeros = all_zero_from(log, reader.position)
             tail = TailKind.ZEROS if zeros else (

@@ -23,6 +23,7 @@ from seglog.engine.names import parse_partition_dir
 from seglog.engine.offline.dump import dump_log
 from seglog.engine.offline.findings import Check, Finding, Severity
 from seglog.engine.offline.indexes import (
+    TxnIndexDump,
     dump_index,
     dump_txn_index,
     index_sanity_check,
@@ -42,6 +43,7 @@ from seglog.engine.offline.listing import (
 from seglog.engine.offline.segment_scan import SegmentScan, log_end_offset_of, scan_segment, tail_findings
 from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots, snapshot_findings
 from seglog.engine.producer_state import snapshot_file_name
+from seglog.indexes.transaction_index import ABORTED_TXN
 from seglog.segments.files import (
     FILE_NAME_DIGITS,
     INDEX_SUFFIX,
@@ -240,10 +242,49 @@ class _Verifier:
             self.indexes += 1
             try:
                 dump_txn = dump_txn_index(seg.sibling(TXN_INDEX_SUFFIX), base_offset=seg.base_offset)
-                self.findings.extend(txn_index_findings(dump_txn, scan.next_offset))
+                found = txn_index_findings(dump_txn, scan.next_offset)
+                self.findings.extend(found)
+                if dump_txn.entries and not found:
+                    self.findings.extend(_txn_entries_against_log(dump_txn, seg, meta.max_batch_bytes))
             except StorageError as exc:
                 self.add(Severity.ERROR, Check.TXN_INDEX, seg.sibling(TXN_INDEX_SUFFIX), str(exc))
         return scan.next_offset
+
+
+def _txn_entries_against_log(dump: TxnIndexDump, seg: SegmentInfo, max_batch_bytes: int) -> list[Finding]:
+    """Each aborted transaction of a well-formed ``.txnindex`` against the batches of its ``.log``.
+
+    Its last offset must be an abort marker (a control batch) of its producer,
+    and its first offset, when in this segment, the first offset of a
+    transactional batch of that producer (Kafka's ``updateTxnIndex`` writes the
+    entry when the abort marker is appended, from the producer's open
+    transaction).
+    """
+    batches = {b.header.base_offset: b for b in dump_log(seg.log_path, max_batch_bytes=max_batch_bytes)}
+    out: list[Finding] = []
+    for slot, txn in enumerate(dump.entries):
+        pid = txn.producer_id
+        marker = batches.get(txn.last_offset)
+        problem = None
+        if marker is None or not marker.header.is_control:
+            problem = f"last offset {txn.last_offset} is not a transaction marker (a control batch)"
+        elif marker.header.producer_id != pid:
+            problem = f"the marker at offset {txn.last_offset} is producer {marker.header.producer_id}'s, not {pid}'s"
+        elif marker.marker is None or marker.marker.commit:
+            what = "a commit" if marker.marker is not None else "not a transaction marker"
+            problem = f"the marker at offset {txn.last_offset} is {what}, not an abort"
+        elif txn.first_offset >= seg.base_offset:
+            first = batches.get(txn.first_offset)
+            if first is None or first.header.producer_id != pid or not first.header.is_transactional \
+                    or first.header.is_control:
+                problem = (f"first offset {txn.first_offset} is not where a transactional batch of producer {pid} "
+                           "starts")
+        if problem is not None:
+            out.append(Finding(Severity.ERROR, Check.TXN_INDEX, dump.path,
+                               f"slot {slot} (producer {pid}, offsets {txn.first_offset}..{txn.last_offset}): "
+                               f"{problem}; a read_committed read would hide the wrong records",
+                               position=slot * ABORTED_TXN.size, offset=txn.last_offset))
+    return out
 
 
 def _inside_a_batch(scan: SegmentScan, seg: SegmentInfo, offset: int) -> bool:

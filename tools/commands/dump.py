@@ -92,6 +92,9 @@ def _batch_dict(b: offline.BatchInfo) -> dict[str, Any]:
         "is_transactional": h.is_transactional, "is_control": h.is_control,
         "partition_leader_epoch": h.partition_leader_epoch,
     }
+    if h.is_control:
+        out["control"] = None if b.marker is None else {
+            "type": "COMMIT" if b.marker.commit else "ABORT", "coordinator_epoch": b.marker.coordinator_epoch}
     if b.records is not None:
         out["records"] = [
             {"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value,
@@ -103,13 +106,17 @@ def _batch_dict(b: offline.BatchInfo) -> dict[str, Any]:
 
 def _batch_line(b: offline.BatchInfo) -> str:
     h = b.header
+    marker = ""
+    if b.marker is not None:  # as kafka-dump-log prints a control record
+        marker = f" endTxnMarker: {'COMMIT' if b.marker.commit else 'ABORT'} coordinatorEpoch: " \
+                 f"{b.marker.coordinator_epoch}"
     return (
         f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
         f"position: {b.position} size: {h.size} {'LogAppendTime' if h.timestamp_type else 'CreateTime'}: "
         f"{h.max_timestamp} ({iso(h.max_timestamp)}) baseTimestamp: {h.base_timestamp} "
         f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
         f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} baseSequence: {h.base_sequence} "
-        f"magic: {h.magic} compresscodec: {_codec(h)} crc: {h.crc:#010x} isvalid: true"
+        f"magic: {h.magic} compresscodec: {_codec(h)} crc: {h.crc:#010x} isvalid: true{marker}"
     )
 
 
