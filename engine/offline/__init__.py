@@ -29,7 +29,9 @@ Modules: ``listing`` (partitions, segments, topic.json, checkpoints, groups,
 opening a ``.log``), ``segment_scan`` (one ``.log`` scanned, its tail, the log
 end), ``indexes`` (index files read raw and checked), ``snapshots`` (producer-state
 snapshots decoded and checked), ``findings``, ``dump``,
-``describe``, ``verify``, ``explain``, ``reads`` and ``ranges`` (bulk reads).
+``describe``, ``verify``, ``explain``, ``reads`` and ``ranges`` (bulk reads),
+``transactions`` (a partition's last stable offset and aborted transactions, for
+``read_committed`` bulk reads).
 The recovery plan (``seglog recover --dry-run``) is not here: it is the open's
 own, ``seglog.engine.loader.dry_run_recovery``, which scans with this
 package's :func:`scan_segment`.
@@ -93,6 +95,7 @@ from seglog.engine.offline.ranges import (
 from seglog.engine.offline.reads import read_records
 from seglog.engine.offline.segment_scan import SegmentScan, TailKind, scan_segment
 from seglog.engine.offline.snapshots import SnapshotDump, dump_snapshot, list_snapshots
+from seglog.engine.offline.transactions import PartitionTransactions, partition_transactions
 from seglog.engine.offline.verify import VerifyProgress, VerifyReport, verify
 from seglog.segments.files import (
     INDEX_SUFFIX,
@@ -126,6 +129,7 @@ __all__ = [
     "LookupExplanation",
     "PartitionInfo",
     "PartitionPlan",
+    "PartitionTransactions",
     "RecordColumns",
     "SegmentInfo",
     "SegmentRange",
@@ -160,6 +164,7 @@ __all__ = [
     "offset_for_timestamp",
     "partition_info",
     "partition_path",
+    "partition_transactions",
     "plan_partition",
     "read_records",
     "scan_range",

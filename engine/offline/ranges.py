@@ -38,6 +38,7 @@ Must not import: ``tools``. Synchronous: no asyncio, no executor.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
-from seglog.engine.errors import CorruptRecordError, SeglogError
+from seglog.engine.errors import CorruptRecordError, InvalidRecordError, SeglogError
 from seglog.engine.offline.indexes import dump_index
 from seglog.engine.offline.listing import (
     SegmentInfo,
@@ -55,7 +56,9 @@ from seglog.engine.offline.listing import (
     read_topic_file,
 )
 from seglog.engine.offline.segment_scan import LogEnd, batch_at, log_end_offset_of, time_entry_holds
-from seglog.segments.batch import ScanStop
+from seglog.engine.offline.transactions import partition_transactions
+from seglog.engine.results import ISOLATION_LEVELS, Isolation
+from seglog.segments.batch import BatchHeader, ScanStop
 from seglog.segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
 from seglog.segments.files import INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from seglog.segments.reader import BatchReader
@@ -119,6 +122,9 @@ class SegmentRange:
     from_timestamp: int | None = None
     until_timestamp: int | None = None
     max_batch_bytes: int | None = None  # the topic's largest batch (None: bounded by the range only)
+    # read_committed: (producer id, first offset, last offset) of the aborted transactions overlapping the
+    # range; a transactional batch of that producer inside that range is not returned.
+    aborted: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,8 +269,16 @@ def plan_partition(
     *,
     log_start_offset: int = 0,
     trace: TraceHook | None = None,
+    isolation: Isolation = "read_uncommitted",
 ) -> PartitionPlan:
     """The segment ranges holding the records of one partition within ``bounds``.
+
+    ``isolation`` is Kafka's ``isolation.level``: ``"read_uncommitted"``
+    returns every data record; ``"read_committed"`` ends the read at the last
+    stable offset and leaves out the records of aborted transactions
+    (:func:`~seglog.engine.offline.transactions.partition_transactions`; each
+    range carries the aborted transactions it overlaps). Control batches
+    (transaction markers) are never records.
 
     ``log_start_offset`` is the engine's (from :func:`log_start_offsets`):
     records below it are deleted even if their segment still exists. Segments
@@ -278,8 +292,29 @@ def plan_partition(
 
     Raises:
         StorageError: a directory or file cannot be read.
-        CorruptRecordError: a segment without a usable time index has a corrupt batch header.
+        CorruptRecordError: a segment without a usable time index has a corrupt batch header (or, under
+            read_committed, a control batch is not a transaction marker).
+        InvalidRecordError: ``isolation`` is neither of the two.
     """
+    if isolation not in ISOLATION_LEVELS:
+        raise InvalidRecordError(f"isolation {isolation!r} is neither of {', '.join(ISOLATION_LEVELS)}")
+    if isolation == "read_uncommitted":
+        return _plan_partition(log_dir, topic, partition, bounds, log_start_offset, trace)
+    txns = partition_transactions(log_dir, topic, partition)
+    bounds = dataclasses.replace(bounds, end_offset=min(bounds.end_offset, txns.last_stable_offset))
+    plan = _plan_partition(log_dir, topic, partition, bounds, log_start_offset, trace)
+    ranges = [dataclasses.replace(r, aborted=txns.aborted_between(r.start_offset, r.end_offset)) for r in plan.ranges]
+    return dataclasses.replace(plan, ranges=ranges)
+
+
+def _plan_partition(
+    log_dir: str | os.PathLike[str],
+    topic: str,
+    partition: int,
+    bounds: Bounds,
+    log_start_offset: int,
+    trace: TraceHook | None,
+) -> PartitionPlan:
     directory = partition_path(log_dir, topic, partition)
     segments = list_segments(directory)
     if not segments:
@@ -418,6 +453,12 @@ def scan_range_buffers(
     )
 
 
+def _in_aborted(header: BatchHeader, aborted: tuple[tuple[int, int, int], ...]) -> bool:
+    """Whether a transactional batch belongs to one of the ``aborted`` transactions (its producer, its range)."""
+    pid, offset = header.producer_id, header.base_offset
+    return any(p == pid and first <= offset <= last for p, first, last in aborted)
+
+
 class _Chunk(Protocol):
     def __len__(self) -> int: ...
     def full(self, rows_per_chunk: int) -> bool: ...
@@ -436,6 +477,7 @@ def _scan(
 ) -> Iterator[_C]:
     r = segment_range
     from_ts, until_ts = r.from_timestamp, r.until_timestamp
+    aborted = r.aborted
     out = new_chunk()
     readahead = _BODY_READAHEAD if until_ts is None else _BOUNDED_READAHEAD
     with open_log(r.path) as log:
@@ -450,7 +492,9 @@ def _scan(
                 header = batch.header
                 if header.base_offset >= r.end_offset:
                     break
-                skip = header.last_offset < r.start_offset
+                skip = header.last_offset < r.start_offset or (
+                    header.is_transactional and bool(aborted) and _in_aborted(header, aborted)
+                )
                 if from_ts is not None:
                     if header.max_timestamp < from_ts:
                         skip = True

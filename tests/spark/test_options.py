@@ -159,3 +159,15 @@ def test_read_seglog_passes_the_session_parallelism_when_it_has_one() -> None:
 
     assert _default_parallelism(Local()) == 6
     assert _default_parallelism(Connect()) is None
+
+
+def test_isolation_level_is_read_committed_unless_an_option_says_otherwise() -> None:
+    assert parse_read_options({"path": "d"}, streaming=False).isolation == "read_committed"
+    for name in ("isolation.level", "kafka.isolation.level"):
+        assert parse_read_options({"path": "d", name: "READ_UNCOMMITTED"}, streaming=True).isolation == (
+            "read_uncommitted")
+    with pytest.raises(OptionError, match=r"isolation\.level='committed'"):
+        parse_read_options({"path": "d", "isolation.level": "committed"}, streaming=False)
+    with pytest.raises(OptionError, match="disagree"):
+        parse_read_options({"path": "d", "isolation.level": "read_committed",
+                            "kafka.isolation.level": "read_uncommitted"}, streaming=False)

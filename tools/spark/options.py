@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from seglog.engine import errors
+from seglog.engine.results import ISOLATION_LEVELS, Isolation
 
 __all__ = [
     "EARLIEST",
@@ -91,6 +92,7 @@ class ReadOptions:
     max_partition_bytes: int
     min_partitions: int
     trace_file: str | None
+    isolation: Isolation = "read_committed"
 
     def selects(self, topic: str) -> bool:
         """Whether ``topic`` is read (``topics`` or ``subscribePattern``)."""
@@ -195,6 +197,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             re.compile(pattern)
         except re.error as exc:
             raise OptionError(f"option subscribePattern={pattern!r} is not a regular expression: {exc}") from None
+    isolation = _isolation(options)
     mode = (options.get("timestamppushdown") or "offsets").lower()
     if mode not in PUSHDOWN_MODES:
         raise OptionError(f"option timestampPushdown={mode!r}: use one of {', '.join(PUSHDOWN_MODES)}")
@@ -213,4 +216,23 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         max_partition_bytes=_int_option(options, "maxPartitionBytes", 1) or DEFAULT_MAX_PARTITION_BYTES,
         min_partitions=_int_option(options, "minPartitions", 1) or DEFAULT_MIN_PARTITIONS,
         trace_file=options.get("tracefile"),
+        isolation=isolation,
     )
+
+
+def _isolation(options: Mapping[str, str]) -> Isolation:
+    """``isolation.level`` (or Spark's Kafka source's ``kafka.isolation.level``); ``read_committed`` by default.
+
+    Raises:
+        OptionError: a value other than read_committed / read_uncommitted, or both names with different values.
+    """
+    given = {name: options[name].strip().lower() for name in ("isolation.level", "kafka.isolation.level")
+             if options.get(name) is not None}
+    if len(set(given.values())) > 1:
+        raise OptionError(f"options isolation.level and kafka.isolation.level disagree: {given}")
+    value = next(iter(given.values()), "read_committed")
+    if value == "read_committed":
+        return "read_committed"
+    if value == "read_uncommitted":
+        return "read_uncommitted"
+    raise OptionError(f"option isolation.level={value!r}: use one of {', '.join(ISOLATION_LEVELS)}")

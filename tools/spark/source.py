@@ -256,7 +256,8 @@ def plan_read(
                 _max_opt(begin_ts, pushed.from_timestamp),
                 _min_opt(stop_ts, pushed.until_timestamp),
             )
-        plan = offline.plan_partition(opts.path, topic, partition, bounds, log_start_offset=log_start, trace=trace)
+        plan = offline.plan_partition(opts.path, topic, partition, bounds, log_start_offset=log_start, trace=trace,
+                                      isolation=opts.isolation)
         ranges.extend(plan.ranges)
     return ranges
 
@@ -322,11 +323,14 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, int] | None = None  # pinned by Trigger.AvailableNow
 
     def _ends(self) -> dict[str, int]:
-        return {
-            partition_key(t, p): offline.log_end_offset(self.opts.path, t, p)
-            for t, p in offline.list_partitions(self.opts.path)
-            if self.opts.selects(t)
-        }
+        """Where each partition's micro-batches may end: its log end, or under read_committed its LSO."""
+        def end(topic: str, partition: int) -> int:
+            if self.opts.isolation == "read_committed":
+                return offline.partition_transactions(self.opts.path, topic, partition).last_stable_offset
+            return offline.log_end_offset(self.opts.path, topic, partition)
+
+        partitions = offline.list_partitions(self.opts.path)
+        return {partition_key(t, p): end(t, p) for t, p in partitions if self.opts.selects(t)}
 
     def _starts(self) -> dict[str, int]:
         starts = offline.log_start_offsets(self.opts.path)

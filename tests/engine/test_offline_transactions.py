@@ -1,0 +1,103 @@
+"""read_committed without an engine: a partition's LSO and aborted transactions from its files, and bulk reads.
+
+The directories are written by the real engine: an open transaction holds the
+LSO, an aborted one is left out, a committed one is read; whether the engine
+is still running, closed cleanly (its snapshot at the log end holds the open
+transaction) or killed (the snapshot of the last roll, then the batches after it).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from seglog.engine import Engine, LogConfig, PartitionLog, Record, offline
+from seglog.engine.errors import InvalidRecordError
+from seglog.indexes.transaction_index import AbortedTxn
+
+A, B, C = 7, 8, 9  # producer ids
+
+
+async def _txn(log: PartitionLog, pid: int, seq: int, *values: str) -> None:
+    await log.append([Record(v.encode()) for v in values], producer_id=pid, producer_epoch=0, base_sequence=seq,
+                     transactional=True)
+
+
+async def _write(log: PartitionLog) -> None:
+    """0 plain | 1-2 A | 3 B | roll | 4 COMMIT A | 5 B | 6 ABORT B | 7 C (open) | 8 plain: LSO 7."""
+    await log.append([Record(b"p0")])
+    await _txn(log, A, 0, "a1", "a2")
+    await _txn(log, B, 0, "b1")
+    await log.roll()  # B's aborted transaction spans the roll: its first offset is in the first segment
+    await log.write_txn_marker(A, 0, commit=True)
+    await _txn(log, B, 1, "b2")
+    await log.write_txn_marker(B, 0, commit=False)
+    await _txn(log, C, 0, "c1")
+    await log.append([Record(b"p8")])
+
+
+def _values(log_dir: Path, isolation: str, **bounds: int) -> list[tuple[int, bytes | None]]:
+    plan = offline.plan_partition(log_dir, "t", 0, offline.Bounds(**bounds), isolation=isolation)  # type: ignore[arg-type]
+    return [(offset, value) for r in plan.ranges for cols in offline.scan_range(r)
+            for offset, value in zip(cols.offsets, cols.values, strict=True)]
+
+
+COMMITTED_BELOW_LSO = [(0, b"p0"), (1, b"a1"), (2, b"a2")]
+EVERY_DATA_RECORD = [(0, b"p0"), (1, b"a1"), (2, b"a2"), (3, b"b1"), (5, b"b2"), (7, b"c1"), (8, b"p8")]
+ABORTED_B = AbortedTxn(B, 3, 6, 7)
+
+
+def _check(log_dir: Path) -> None:
+    txns = offline.partition_transactions(log_dir, "t", 0)
+    assert (txns.log_end_offset, txns.last_stable_offset, txns.open) == (9, 7, {C: 7})
+    assert txns.aborted == (ABORTED_B,)
+    assert _values(log_dir, "read_committed") == COMMITTED_BELOW_LSO
+    assert _values(log_dir, "read_uncommitted") == EVERY_DATA_RECORD
+    assert _values(log_dir, "read_committed", start_offset=2, end_offset=6) == [(2, b"a2")]
+
+
+async def test_a_running_engines_partition_reads_committed_up_to_its_lso(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await _write(log)
+        assert log.last_stable_offset == 7
+        _check(tmp_path / "data")  # the open transaction is known only from the batches after the roll
+
+
+async def test_after_a_clean_close_the_snapshot_at_the_log_end_holds_the_open_transaction(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        await _write(engine.log("t", 0))
+    assert (tmp_path / "data" / "t-0" / f"{9:020d}.snapshot").exists()
+    _check(tmp_path / "data")
+
+
+async def test_after_a_kill_the_batches_after_the_last_snapshot_are_replayed(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        await _write(engine.log("t", 0))
+        shutil.copytree(tmp_path / "data", tmp_path / "killed", ignore=shutil.ignore_patterns(".lock"))
+    killed = tmp_path / "killed"
+    (killed / ".clean-shutdown").unlink(missing_ok=True)
+    (killed / "t-0" / f"{4:020d}.txnindex").unlink(missing_ok=True)  # as if the abort's entry never reached disk
+    assert sorted(p.name for p in (killed / "t-0").glob("*.snapshot")) == [f"{4:020d}.snapshot"]
+    _check(killed)
+
+
+async def test_without_transactions_read_committed_reads_what_read_uncommitted_does(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path / "data", LogConfig(segment_bytes=4096)) as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        for n in range(3):
+            await log.append([Record(f"v{n}".encode())])
+        txns = offline.partition_transactions(tmp_path / "data", "t", 0)
+        assert (txns.last_stable_offset, txns.aborted, txns.open) == (3, (), {})
+        assert _values(tmp_path / "data", "read_committed") == _values(tmp_path / "data", "read_uncommitted")
+
+
+def test_an_unknown_isolation_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRecordError, match="read_committed"):
+        offline.plan_partition(tmp_path, "t", 0, isolation="committed")  # type: ignore[arg-type]
