@@ -158,6 +158,8 @@ class Report:
     wire: dict[str, Any] = field(default_factory=dict)  # tools.bench.wire's rows and ratios (--only wire)
     groups: dict[str, Any] = field(default_factory=dict)  # tools.bench.groups's rows and ratios (--only groups)
     shapes: dict[str, Any] = field(default_factory=dict)  # tools.bench.shapes's matrix and verdicts
+    # tools.bench.transactions's rows and ratios (--only transactions)
+    transactions: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -255,6 +257,7 @@ class Report:
             **({"wire": self.wire} if self.wire else {}),
             **({"groups": self.groups} if self.groups else {}),
             **({"shapes": {**self.shapes, "scaling_targets": scaling_targets(self.scaling)}} if self.shapes else {}),
+            **({"transactions": self.transactions} if self.transactions else {}),
         }
 
     def print(self) -> None:
@@ -303,6 +306,7 @@ class Report:
         _print_groups_of(self)
         if self.shapes:
             print_shapes({**self.shapes, "scaling_targets": scaling_targets(self.scaling)})
+        _print_transactions_of(self)
         ratios, verdicts = self.ratios(), self.verdicts()
         rrows = []
         for key in RATIO_KEYS:
@@ -360,6 +364,38 @@ def _print_groups_of(report: Report) -> None:
         [[r["label"], "-" if r["value"] is None else f"{r['value']:.2f}"] for r in ratios.values()],
         title="group store ratios",
     )
+
+
+def _print_transactions_of(report: Report) -> None:
+    t = report.transactions
+    rows, ratios = t.get("rows"), t.get("ratios")
+    if not rows or not ratios:
+        return
+    print_table(
+        ["produce to one partition", "unit", Column("seglog", "right")],
+        [[cells["label"], "records/s", _num(cells["records_per_s"], "rec/s") if cells.get("records_per_s") else "-"]
+         for cells in rows.values()],
+        title=f"{t['records_per_round']:,} records of {t['value_bytes']} B a round, batches of {t['batch_records']}, "
+        "same run",
+    )
+    print_table(
+        ["transactions ratio (same run)", Column("value", "right")],
+        [[r["label"], "-" if r["value"] is None else f"{r['value']:.2f}"] for r in ratios.values()],
+        title="transactional produce beside plain appends",
+    )
+
+
+def _transactions_markdown(document: dict[str, Any]) -> list[str]:
+    t = document.get("transactions") or {}
+    if not t.get("rows"):
+        return []
+    lines = ["", "| produce to one partition | records/s |", "| --- | ---: |"]
+    lines += [f"| {c['label']} | {_num(c['records_per_s'], 'rec/s') if c.get('records_per_s') else '-'} |"
+              for c in t["rows"].values()]
+    lines += ["", "| transactions ratio (same run) | value |", "| --- | ---: |"]
+    lines += [f"| {r['label']} | {'-' if r['value'] is None else format(r['value'], '.2f')} |"
+              for r in t["ratios"].values()]
+    return lines
 
 
 def _groups_markdown(document: dict[str, Any]) -> list[str]:
@@ -458,7 +494,8 @@ def markdown(document: dict[str, Any]) -> str:
         ratios.append(f"| {r['label']} | {value} | {r['target']} | {verdict} |")
     return "\n".join(
         out + (scaling if len(scaling) > 3 else []) + _wire_markdown(document) + _groups_markdown(document)
-        + (markdown_lines(document["shapes"]) if document.get("shapes") else []) + ratios
+        + (markdown_lines(document["shapes"]) if document.get("shapes") else [])
+        + _transactions_markdown(document) + ratios
     ) + "\n"
 
 

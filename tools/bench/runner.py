@@ -23,8 +23,9 @@ from seglog.tools.bench.timing import Latency, Rate, Rounds, interleave, now, se
 
 SECTIONS: Final = ("produce", "fetch", "lookup", "recovery", "open", "memory", "scaling", "follow", "shapes")
 # Run only when named with --only: wire needs the `wire` extra (Kafka clients) and processes of its own;
-# groups is a comparison of group stores with sqlite3 of its own (a minute and a half on its own).
-EXTRA_SECTIONS: Final = ("wire", "groups")
+# groups is a comparison of group stores with sqlite3 of its own (a minute and a half on its own);
+# transactions compares transactional produce with plain appends (its own engine and topics).
+EXTRA_SECTIONS: Final = ("wire", "groups", "transactions")
 ALL_SECTIONS: Final = SECTIONS + EXTRA_SECTIONS
 CONCURRENT_CALLERS: Final = 100
 DURABLE: Final = LogConfig(flush_messages=1)  # fsync before every append returns
@@ -265,6 +266,13 @@ class _Bench:
         sizes = groups.GROUPS_QUICK if self.sizes is QUICK else groups.GROUPS_FULL
         directory = self.scratch.fresh("groups")
         self.report.groups = await groups.run_section(sizes, self.rounds, directory, self.say)
+
+    async def transactions(self) -> None:
+        from seglog.tools.bench import transactions
+
+        sizes = transactions.TXN_QUICK if self.sizes is QUICK else transactions.TXN_FULL
+        directory = self.scratch.fresh("transactions")
+        self.report.transactions = await transactions.run_section(sizes, self.rounds, directory, self.say)
 
     async def _rounds(self, name: str, variants: list[Callable[[bool], Awaitable[None]]]) -> None:
         total = len(list(self.rounds.indexes()))

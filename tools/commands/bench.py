@@ -23,8 +23,10 @@ and 1000 records per append x 100-B and 1 KiB values, each read, looked up by ti
 produced and fetched beside sqlite3, LMDB and RocksDB, with one verdict per target
 and shape), wire (Kafka clients through
 seglog serve beside a null sink and librdkafka's mock cluster; only with --only wire,
-needs the wire extra), and groups (1,000 consumer groups committing 10 partitions each,
-beside the previous one-file-per-group store and sqlite3; only with --only groups).
+needs the wire extra), groups (1,000 consumer groups committing 10 partitions each,
+beside the previous one-file-per-group store and sqlite3; only with --only groups), and
+transactions (transactional produce in transactions of 100 and 10,000 records beside
+plain and idempotent appends; only with --only transactions).
 Every figure is printed beside its raw reference (msgpack + os.write; read + unpack;
 one executor round trip; read + CRC-32C) and beside sqlite3 WAL (synchronous=NORMAL and FULL) and diskcache
 doing the same work, measured in the same run with the variants interleaved
@@ -50,6 +52,7 @@ def register(subparsers: Any) -> None:
             "seglog bench --only fetch --gc-threshold 50000",
             "seglog bench --only wire",
             "seglog bench --only groups",
+            "seglog bench --only transactions",
             notes=NOTES,
         ),
     )
