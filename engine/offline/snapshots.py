@@ -25,7 +25,6 @@ from seglog.engine.producer_state import (
     MAX_SNAPSHOT_BYTES,
     ProducerStateEntry,
     decode_snapshot,
-    plan_snapshot_load,
     snapshot_offset_of,
 )
 
@@ -87,9 +86,7 @@ def dump_snapshot(path: str | os.PathLike[str]) -> SnapshotDump:
 def snapshot_findings(
     snapshots: Sequence[SnapshotDump],
     *,
-    segment_bases: Sequence[int],
     off_boundary: Collection[int] = (),
-    log_start_offset: int,
     log_end_offset: int,
 ) -> list[Finding]:
     """Check a partition's snapshots against its log; ``snapshots`` in offset order.
@@ -97,38 +94,24 @@ def snapshot_findings(
     Each one must decode, and lie where the engine writes one: at a batch
     boundary inside the log (``off_boundary``: the snapshots' offsets that a
     scan of the segment holding them found inside a batch, or past its last
-    valid batch). The engine's load rules
-    decide what else is of no use: one past the log end (the log was cut
-    after it was written), below the log start, or neither at a segment's base
-    offset nor the newest (stray) is deleted at the next load of the producer
-    state.
+    valid batch), not past the log end (the log was cut after it was
+    written). Snapshots the engine merely has no more use for -- the previous
+    clean close's, one below the log start -- are normal (the engine leaves
+    them behind and deletes them when it next loads the producer state, as
+    Kafka's ``removeStraySnapshots`` does) and not reported.
     """
     out: list[Finding] = []
-    plan = plan_snapshot_load(
-        [s.offset for s in snapshots], segment_bases, log_start_offset=log_start_offset,
-        log_end_offset=log_end_offset, clean_shutdown=False,
-    )
-    unused = set(plan.delete)
     for snap in snapshots:
         if snap.problem is not None:
             out.append(Finding(Severity.ERROR, Check.SNAPSHOT, snap.path,
                                f"does not decode ({snap.problem}); the engine deletes it and rebuilds the producer "
                                "state from the log", offset=snap.offset))
-            continue
-        if snap.offset > log_end_offset:
+        elif snap.offset > log_end_offset:
             out.append(Finding(Severity.ERROR, Check.SNAPSHOT, snap.path,
                                f"offset {snap.offset} is past the log end offset {log_end_offset} (the log was cut "
                                "after it was written); the engine deletes it", offset=snap.offset))
-        elif snap.offset < log_start_offset:
-            out.append(Finding(Severity.WARNING, Check.SNAPSHOT, snap.path,
-                               f"offset {snap.offset} is below the log start offset {log_start_offset}; the engine "
-                               "deletes it", offset=snap.offset))
         elif snap.offset in off_boundary:
             out.append(Finding(Severity.ERROR, Check.SNAPSHOT, snap.path,
                                f"offset {snap.offset} is not where a batch starts: no writer takes a snapshot "
                                "there", offset=snap.offset))
-        elif snap.offset in unused:
-            out.append(Finding(Severity.WARNING, Check.SNAPSHOT, snap.path,
-                               f"offset {snap.offset} is neither a segment's base offset nor the newest snapshot's "
-                               "(a stray); the engine deletes it", offset=snap.offset))
     return out

@@ -126,8 +126,7 @@ class _Verifier:
         if self.on_progress is not None:
             self.on_progress(VerifyProgress(self.done, self.total, path))
 
-    def partition(self, directory: Path, *, clean_shutdown: bool,
-                  log_start_checkpoint: int | None = None) -> tuple[int, int] | None:
+    def partition(self, directory: Path, *, clean_shutdown: bool) -> tuple[int, int] | None:
         """Verify one partition directory; returns (first base offset, log end offset) or None if empty."""
         meta = read_topic_file(directory)
         if meta.problem is not None:
@@ -168,8 +167,6 @@ class _Verifier:
         assert previous_next is not None
         first = segments[0].base_offset
         if snapshots:
-            # The log start as the engine settles it: the checkpoint's entry, within the segments' offsets.
-            start = first if log_start_checkpoint is None else min(max(log_start_checkpoint, first), previous_next)
             dumps = []
             for offset in snapshots:
                 path = directory / snapshot_file_name(offset)
@@ -177,10 +174,7 @@ class _Verifier:
                     dumps.append(dump_snapshot(path))
                 except StorageError as exc:
                     self.add(Severity.ERROR, Check.SNAPSHOT, path, str(exc), offset=offset)
-            self.findings.extend(snapshot_findings(
-                dumps, segment_bases=[s.base_offset for s in segments], off_boundary=off_boundary,
-                log_start_offset=start, log_end_offset=previous_next,
-            ))
+            self.findings.extend(snapshot_findings(dumps, off_boundary=off_boundary, log_end_offset=previous_next))
         return first, previous_next
 
     def _stray_files(self, directory: Path) -> None:
@@ -338,11 +332,9 @@ def verify(
     log_dir = root.parent if single else root
     clean_shutdown = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
     ranges: dict[tuple[str, int], tuple[int, int]] = {}
-    starts, _ = read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
     for d in dirs:
         parsed = parse_partition_dir(d.name)
-        start = None if starts is None or parsed is None else starts.get(parsed)
-        result = verifier.partition(d, clean_shutdown=clean_shutdown, log_start_checkpoint=start)
+        result = verifier.partition(d, clean_shutdown=clean_shutdown)
         if parsed is not None and result is not None:
             ranges[parsed] = result
     if not single:
