@@ -56,16 +56,17 @@ from seglog.engine.log import LoadedLog, LogOwner, PartitionLog, Unopened, new_s
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
 from seglog.engine.offline.segment_scan import scan_segment
 from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots
-from seglog.engine.producer_state import plan_snapshot_load, snapshot_file_name, snapshot_offset_of
+from seglog.engine.producer_state import plan_snapshot_load
 from seglog.engine.topics import TopicState, parse_topic_file
 from seglog.segments.batch import BatchHeader
-from seglog.segments.fileio import in_thread, list_dir, remove
+from seglog.segments.fileio import in_thread, remove
 from seglog.segments.files import (
     INDEX_SUFFIX,
     STRAY_SUFFIX,
     TIME_INDEX_SUFFIX,
     list_partition_dir,
     remove_leftovers_sync,
+    snapshot_file_name,
 )
 from seglog.segments.segment import LogSegment, LogSegments
 
@@ -778,9 +779,9 @@ async def _remove_snapshots_after(directory: Path, log_end_offset: int) -> list[
         StorageError: the directory cannot be listed or a snapshot cannot be removed.
     """
     removed = []
-    for name in sorted(await list_dir(directory)):
-        offset = snapshot_offset_of(name)
-        if offset is not None and offset > log_end_offset:
+    for offset in (await in_thread(list_partition_dir, directory)).snapshots:
+        if offset > log_end_offset:
+            name = snapshot_file_name(offset)
             log.warning("%s: removing producer snapshot %s: recovery ended the log at %d", directory, name,
                         log_end_offset)
             await remove(directory / name)

@@ -66,8 +66,6 @@ from seglog.engine.producer_state import (
     decode_snapshot,
     plan_snapshot_load,
     producer_fields_problem,
-    snapshot_file_name,
-    snapshot_offset_of,
 )
 from seglog.engine.results import (
     EARLIEST_TIMESTAMP,
@@ -107,10 +105,10 @@ from seglog.segments.fileio import (
     default_ops,
     fsync_dir,
     in_thread,
-    list_dir,
     remove,
     run_to_completion,
 )
+from seglog.segments.files import list_partition_dir, snapshot_file_name
 from seglog.segments.kafka_batch import (
     ControlRecord,
     check_produced,
@@ -949,11 +947,9 @@ class PartitionLog:
             await self._open()
         directory = self.directory
         start, end = self._log_start_offset, self._log_end_offset
-        offsets = [o for name in await list_dir(directory) if (o := snapshot_offset_of(name)) is not None]
-        plan = plan_snapshot_load(
-            offsets, self._segments.base_offsets(), log_start_offset=start, log_end_offset=end,
-            clean_shutdown=self._clean_open,
-        )
+        snapshots = (await in_thread(list_partition_dir, directory)).snapshots
+        plan = plan_snapshot_load(snapshots, self._segments.base_offsets(), log_start_offset=start,
+                                  log_end_offset=end, clean_shutdown=self._clean_open)
         if not self._read_only:
             for offset in plan.delete:
                 await remove(directory / snapshot_file_name(offset))

@@ -55,7 +55,6 @@ __all__ = [
     "MAX_SNAPSHOT_BYTES",
     "NUM_BATCHES_TO_RETAIN",
     "PRODUCER_ID_EXPIRATION_MS",
-    "SNAPSHOT_SUFFIX",
     "AppendCheck",
     "AppendOrigin",
     "BatchMetadata",
@@ -70,8 +69,6 @@ __all__ = [
     "increment_sequence",
     "plan_snapshot_load",
     "producer_fields_problem",
-    "snapshot_file_name",
-    "snapshot_offset_of",
 ]
 
 NUM_BATCHES_TO_RETAIN: Final = 5  # Kafka's: a producer has at most 5 requests in flight per partition
@@ -82,7 +79,6 @@ MAX_SEQUENCE: Final = 2**31 - 1  # int32: sequences wrap from here to 0, as Kafk
 PRODUCER_ID_EXPIRATION_MS: Final = 24 * 60 * 60 * 1000
 NO_TIMESTAMP: Final = -1
 
-SNAPSHOT_SUFFIX: Final = ".snapshot"
 # Part of the format (docs/FORMAT.md): 'T' (the seglog batch magic) and format 1. Kafka's own
 # snapshots are version 1 with another layout, so neither system mistakes the other's file for its own.
 SNAPSHOT_VERSION: Final = 0x5401
@@ -90,7 +86,6 @@ _SNAPSHOT_HEAD: Final = struct.Struct(">hIi")  # part of the format: version, cr
 _SNAPSHOT_PRODUCER: Final = struct.Struct(">qhiqqb")  # part of the format: id, epoch, coord. epoch, ts, txn, n
 _SNAPSHOT_BATCH: Final = struct.Struct(">iqiq")  # part of the format: last seq, last offset, delta, timestamp
 _CRC_START: Final = 6  # part of the format: the CRC-32C covers every byte after the version and the CRC
-_MAX_OFFSET: Final = 2**63 - 1
 # A snapshot larger than this is not read (it is garbage: a million producers take ~31 MiB plus 24 bytes
 # for each batch they remember).
 MAX_SNAPSHOT_BYTES: Final = 256 << 20
@@ -614,24 +609,6 @@ def plan_snapshot_load(
         (keep if in_range and (offset in bases or is_close_snapshot) else delete).append(offset)
     return SnapshotPlan(tuple(reversed(keep)), tuple(delete), clean_shutdown and not offsets)
 
-
-# ------------------------------------------------------------------------------------ snapshot file names
-
-
-def snapshot_file_name(offset: int) -> str:
-    """``<offset, 20 digits>.snapshot``: the state of the log up to (not including) ``offset``."""
-    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-def snapshot_offset_of(name: str) -> int | None:
-    """The offset of a snapshot file's name, or ``None`` when ``name`` is not exactly one."""
-    if not name.endswith(SNAPSHOT_SUFFIX):
-        return None
-    digits = name[: -len(SNAPSHOT_SUFFIX)]
-    if len(digits) != 20 or not digits.isdigit() or not digits.isascii():
-        return None
-    offset = int(digits)
-    return offset if offset <= _MAX_OFFSET else None
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:

@@ -4,7 +4,8 @@ Owns the naming rules of ``docs/FORMAT.md`` §1: a segment's files are its base
 offset in decimal, zero-padded to 20 digits, followed by ``.log``, ``.index``,
 ``.timeindex`` or ``.txnindex``; an extra suffix after that (``.deleted``,
 ``.cleaned``, ``.swap``) marks a file waiting for deletion or a swap, and
-``.tmp`` a file an atomic write did not finish. Every module that builds or
+``.tmp`` a file an atomic write did not finish. A producer-state snapshot is
+``<offset, 20 digits>.snapshot`` (docs/FORMAT.md). Every module that builds or
 parses such a name, or lists a partition directory, does it here: the engine's
 open, its follower, and the offline tools see the same segments.
 
@@ -34,6 +35,7 @@ __all__ = [
     "LOG_SUFFIX",
     "PENDING_SUFFIXES",
     "SEGMENT_SUFFIXES",
+    "SNAPSHOT_SUFFIX",
     "STRAY_SUFFIX",
     "SWAP_SUFFIX",
     "TIME_INDEX_SUFFIX",
@@ -47,6 +49,8 @@ __all__ = [
     "parse_segment_file_name",
     "remove_leftovers_sync",
     "segment_file_name",
+    "snapshot_file_name",
+    "snapshot_offset_of",
 ]
 
 # --- Part of the on-disk layout (docs/FORMAT.md §1): changing any of these makes old directories unreadable. ---
@@ -64,9 +68,11 @@ PENDING_SUFFIXES: Final = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 # A segment recovery set aside (it does not chain with the log): "<name>.<ms>.stray", kept for an operator,
 # never listed as a segment, never removed by an open (docs/OPERATIONS.md §3).
 STRAY_SUFFIX: Final = ".stray"
+SNAPSHOT_SUFFIX: Final = ".snapshot"  # a producer-state snapshot (engine.producer_state writes its content)
 # Files an open removes: the pending ones, and the temp file of an interrupted atomic write
 # (Kafka's LogLoader removes the first three the same way).
 LEFTOVER_SUFFIXES: Final = (*PENDING_SUFFIXES, TMP_SUFFIX)
+_MAX_OFFSET: Final = 2**63 - 1
 
 
 def filename_prefix(offset: int) -> str:
@@ -104,6 +110,22 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
     return int(stem), suffix
 
 
+def snapshot_file_name(offset: int) -> str:
+    """``<offset, 20 digits>.snapshot``: the producer state of the log up to (not including) ``offset``."""
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_offset_of(name: str) -> int | None:
+    """The offset of a snapshot file's name, or ``None`` when ``name`` is not exactly one."""
+    if not name.endswith(SNAPSHOT_SUFFIX):
+        return None
+    digits = name[: -len(SNAPSHOT_SUFFIX)]
+    if len(digits) != FILE_NAME_DIGITS or not digits.isdigit() or not digits.isascii():
+        return None
+    offset = int(digits)
+    return offset if offset <= _MAX_OFFSET else None
+
+
 class ListedSegment(NamedTuple):
     """One segment of a listing: its base offset and which of its index files exist (its ``.log`` does)."""
 
@@ -125,7 +147,8 @@ class PartitionDirListing(NamedTuple):
     removes. ``orphan_indexes``: index files whose ``.log`` is missing, which
     an open removes too (rebuilt from nothing, they would be empty anyway).
     ``misnamed``: names that end in a segment suffix but whose stem is not a
-    20-digit base offset; ignored by everyone, reported by ``verify``. Other
+    20-digit base offset; ignored by everyone, reported by ``verify``.
+    ``snapshots``: the offsets of the producer-state snapshots, ascending. Other
     names (``topic.json``) are not listed. All names are sorted.
     """
 
@@ -134,6 +157,7 @@ class PartitionDirListing(NamedTuple):
     leftovers: tuple[str, ...]
     orphan_indexes: tuple[str, ...]
     misnamed: tuple[str, ...]
+    snapshots: tuple[int, ...] = ()
 
     @property
     def base_offsets(self) -> list[int]:
@@ -165,12 +189,16 @@ def list_partition_dir(directory: str | os.PathLike[str], *, ops: FileOps | None
     indexes: dict[int, set[str]] = {}
     leftovers: list[str] = []
     misnamed: list[str] = []
+    snapshots: list[int] = []
     for name in names:
         if name.endswith(LEFTOVER_SUFFIXES):
             leftovers.append(name)
             continue
         parsed = parse_segment_file_name(name)
         if parsed is None:
+            if (snapshot := snapshot_offset_of(name)) is not None:
+                snapshots.append(snapshot)
+                continue
             if "." + name.partition(".")[2] in SEGMENT_SUFFIXES:
                 misnamed.append(name)
             continue
@@ -191,7 +219,9 @@ def list_partition_dir(directory: str | os.PathLike[str], *, ops: FileOps | None
     orphans = sorted(
         segment_file_name(base, suffix) for base, suffixes in indexes.items() if base not in logs for suffix in suffixes
     )
-    return PartitionDirListing(path, segments, tuple(sorted(leftovers)), tuple(orphans), tuple(sorted(misnamed)))
+    return PartitionDirListing(
+        path, segments, tuple(sorted(leftovers)), tuple(orphans), tuple(sorted(misnamed)), tuple(sorted(snapshots))
+    )
 
 
 def remove_leftovers_sync(listing: PartitionDirListing, *, ops: FileOps | None = None) -> list[str]:

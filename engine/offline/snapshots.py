@@ -21,12 +21,8 @@ from pathlib import Path
 
 from seglog.engine.errors import CorruptSnapshotError, StorageError
 from seglog.engine.offline.findings import Check, Finding, Severity
-from seglog.engine.producer_state import (
-    MAX_SNAPSHOT_BYTES,
-    ProducerStateEntry,
-    decode_snapshot,
-    snapshot_offset_of,
-)
+from seglog.engine.producer_state import MAX_SNAPSHOT_BYTES, ProducerStateEntry, decode_snapshot
+from seglog.segments.files import list_partition_dir, snapshot_file_name, snapshot_offset_of
 
 __all__ = ["SnapshotDump", "dump_snapshot", "list_snapshots", "snapshot_findings"]
 
@@ -49,11 +45,7 @@ def list_snapshots(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
         StorageError: the directory cannot be listed.
     """
     d = Path(directory)
-    try:
-        names = os.listdir(d)
-    except OSError as exc:
-        raise StorageError(f"{d}: cannot list: {exc.strerror or exc}") from exc
-    return sorted((offset, d / name) for name in names if (offset := snapshot_offset_of(name)) is not None)
+    return [(offset, d / snapshot_file_name(offset)) for offset in sorted(list_partition_dir(d).snapshots)]
 
 
 def dump_snapshot(path: str | os.PathLike[str]) -> SnapshotDump:

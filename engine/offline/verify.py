@@ -42,7 +42,6 @@ from seglog.engine.offline.listing import (
 )
 from seglog.engine.offline.segment_scan import SegmentScan, log_end_offset_of, scan_segment, tail_findings
 from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots, snapshot_findings
-from seglog.engine.producer_state import snapshot_file_name
 from seglog.indexes.transaction_index import ABORTED_TXN
 from seglog.segments.files import (
     FILE_NAME_DIGITS,
@@ -52,6 +51,7 @@ from seglog.segments.files import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     list_partition_dir,
+    snapshot_file_name,
 )
 
 __all__ = ["VerifyProgress", "VerifyReport", "total_log_bytes", "verify"]

@@ -21,7 +21,8 @@ from cliharness import Result
 from segfiles import truncate
 
 from seglog.engine import Engine, LogConfig, Record
-from seglog.engine.producer_state import encode_snapshot, snapshot_file_name
+from seglog.engine.producer_state import encode_snapshot
+from seglog.segments.files import snapshot_file_name
 from seglog.server.records import encode_batch as encode_kafka_batch
 
 Cli = Callable[..., Result]

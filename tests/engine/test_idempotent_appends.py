@@ -27,7 +27,8 @@ from seglog.engine.errors import (
     StorageError,
 )
 from seglog.engine.producer_ids import BLOCK_SIZE, PRODUCER_IDS_FILE
-from seglog.engine.producer_state import decode_snapshot, snapshot_file_name
+from seglog.engine.producer_state import decode_snapshot
+from seglog.segments.files import snapshot_file_name
 
 PID = 42
 

@@ -35,8 +35,6 @@ from seglog.engine.producer_state import (
     increment_sequence,
     plan_snapshot_load,
     producer_fields_problem,
-    snapshot_file_name,
-    snapshot_offset_of,
 )
 
 PID = 7
@@ -362,15 +360,6 @@ def test_a_snapshot_of_another_version_is_refused() -> None:
     with pytest.raises(CorruptSnapshotError, match="fewer than"):
         decode_snapshot(b"\x54\x01", 10)
 
-
-def test_snapshot_file_names() -> None:
-    assert snapshot_file_name(1234) == "00000000000000001234.snapshot"
-    assert snapshot_offset_of("00000000000000001234.snapshot") == 1234
-    for name in (
-        "00000000000000001234.snapshot.deleted", "1234.snapshot", "0000000000000000123x.snapshot",
-        "00000000000000001234.log", "99999999999999999999.snapshot", "٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠١.snapshot",
-    ):
-        assert snapshot_offset_of(name) is None, name
 
 
 @settings(max_examples=100, deadline=None)

@@ -60,7 +60,7 @@ def test_listing_sorts_segments_and_notes_which_index_files_exist(tmp_path: Path
     touch(tmp_path, "00000000000000000100.log", "00000000000000000100.index",
           "00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex",
           "00000000000000000000.txnindex", "00000000000000000050.log", "00000000000000000050.timeindex",
-          "topic.json", "00000000000000000007.snapshot")
+          "topic.json", "00000000000000000007.snapshot", "00000000000000000003.snapshot", "3.snapshot")
     listing = list_partition_dir(tmp_path)
     assert listing.directory == tmp_path
     assert listing.segments == (
@@ -70,6 +70,7 @@ def test_listing_sorts_segments_and_notes_which_index_files_exist(tmp_path: Path
     )
     assert listing.base_offsets == [0, 50, 100]
     assert listing.leftovers == listing.orphan_indexes == listing.misnamed == ()
+    assert listing.snapshots == (3, 7)  # producer-state snapshots, by offset
     assert listing.segments[1].path(tmp_path, files.TIME_INDEX_SUFFIX) == tmp_path / "00000000000000000050.timeindex"
 
 
@@ -120,3 +121,12 @@ def test_listing_and_removal_go_through_the_file_layer(tmp_path: Path) -> None:
         remove_leftovers_sync(listing, ops=ops)
     assert (tmp_path / "00000000000000000000.log.deleted").exists()
     assert ops.calls["listdir"] == 2 and ops.calls["unlink"] == 1
+
+def test_snapshot_file_names() -> None:
+    assert files.snapshot_file_name(1234) == "00000000000000001234.snapshot"
+    assert files.snapshot_offset_of("00000000000000001234.snapshot") == 1234
+    for name in (
+        "00000000000000001234.snapshot.deleted", "1234.snapshot", "0000000000000000123x.snapshot",
+        "00000000000000001234.log", "99999999999999999999.snapshot", "٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠١.snapshot",
+    ):
+        assert files.snapshot_offset_of(name) is None, name
