@@ -17,14 +17,12 @@ read returns) run in the optional C module ``seglog.segments._speedups`` when it
 built; this module is the reference it is tested against, and takes over for
 anything the C code does not accept (``SEGLOG_PURE_PYTHON=1`` turns it off).
 
-Must not import: ``engine`` or ``tools`` (and no I/O module: no ``aiofiles``; ``os`` only for one
-environment variable).
+Must not import: ``engine`` or ``tools`` (and no I/O module: no ``aiofiles``, no ``os``).
 """
 
 from __future__ import annotations
 
 import enum
-import os
 import struct
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -38,6 +36,7 @@ import google_crc32c
 import msgpack
 
 from seglog.segments import kafka_batch
+from seglog.segments._native import optional_c_module
 from seglog.segments.errors import CorruptRecordError
 from seglog.segments.kafka_batch import KAFKA_MAGIC
 from seglog.segments.records import Record, text_problem
@@ -45,14 +44,8 @@ from seglog.segments.records import Record, text_problem
 if TYPE_CHECKING:
     from seglog.segments._speedups import Plan as _Plan
 
-_fast: ModuleType | None = None
 # The per-record loops in C (segments/_speedups.c); optional, this module is the reference.
-# SEGLOG_PURE_PYTHON=1 turns them off (to compare, or to rule them out when chasing a bug).
-if not os.environ.get("SEGLOG_PURE_PYTHON"):
-    try:
-        from seglog.segments import _speedups as _fast
-    except ImportError:  # pragma: no cover - built on every supported install; the Python path is tested either way
-        _fast = None
+_fast: ModuleType | None = optional_c_module("_speedups")
 
 __all__ = [
     "HEADER",

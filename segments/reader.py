@@ -244,11 +244,7 @@ class BatchReader:
         max_batch = self._max_batch_bytes
         while True:
             position = self.position
-            if position >= window.end:
-                self._finish(ScanStop.END, "")
-                return
-            if limit is not None and position >= limit:
-                self._finish(ScanStop.LIMIT, "")
+            if self._stops_before(position):
                 return
             readahead = chunk if limit is None else max(min(chunk, limit - position), HEADER_SIZE)
             got = window.view(position, HEADER_SIZE, readahead)
@@ -295,14 +291,10 @@ class BatchReader:
     def _headers(self) -> Iterator[LocatedBatch]:
         # Header by header: each is checked as scan_batches checks it (header_problem, the offset
         # rule), its body is read only when the caller asks for it (batch_bytes checks the CRC).
-        window, limit, max_batch = self._window, self._limit, self._max_batch_bytes
+        window, max_batch = self._window, self._max_batch_bytes
         while True:
             position = self.position
-            if position >= window.end:
-                self._finish(ScanStop.END, "")
-                return
-            if limit is not None and position >= limit:
-                self._finish(ScanStop.LIMIT, "")
+            if self._stops_before(position):
                 return
             got = window.view(position, HEADER_SIZE, HEADER_READAHEAD)
             if got is None:
@@ -333,6 +325,16 @@ class BatchReader:
             self.next_offset = header.next_offset
 
     # --------------------------------------------------------------------------- the rules
+
+    def _stops_before(self, position: int) -> bool:
+        # Both walks, before the batch at `position`: the end of the file (END) or of the byte limit (LIMIT).
+        if position >= self._window.end:
+            self._finish(ScanStop.END, "")
+            return True
+        if self._limit is not None and position >= self._limit:
+            self._finish(ScanStop.LIMIT, "")
+            return True
+        return False
 
     def _offsets_ok(self, header: BatchHeader) -> bool:
         # The offset rule (batch.offset_problem; scan_batches has applied it already to every batch but
