@@ -13,7 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
-import shutil
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -27,8 +27,10 @@ from seglog.segments.fileio import (
     atomic_write_sync,
     default_ops,
     fsync_dir,
+    fsync_dir_sync,
     in_thread,
     make_dirs,
+    read_small_file_sync,
     remove,
 )
 from seglog.segments.files import list_partition_dir, remove_leftovers_sync
@@ -37,12 +39,16 @@ __all__ = [
     "CREATE_DIR_SUFFIX",
     "DELETE_DIR_SUFFIX",
     "DirLock",
+    "LogDirEntries",
     "LogDirListing",
     "atomic_write",
     "fsync_dir",
+    "describe_topics",
     "holds_records",
+    "list_log_dir",
     "make_dir",
     "place_new_partition_dirs",
+    "read_small",
     "remove_file",
     "remove_tree",
     "rename_dir",
@@ -60,6 +66,51 @@ CREATE_DIR_SUFFIX: Final = "-create"  # "<topic>-<p>.<uuid>-create": a partition
 MAX_SMALL_FILE_BYTES: Final = 64 << 20  # a checkpoint of ~1M partitions; anything larger is not ours
 
 
+@dataclass(frozen=True, slots=True)
+class LogDirEntries:
+    """What a log directory holds, by name (one ``scandir``; no file is opened).
+
+    ``partition_dirs``: each ``<topic>-<p>`` directory (a real directory, not a
+    symlink) by ``(topic, partition)``, with its name. ``deleted_dirs`` and
+    ``unfinished_dirs``: the ``-delete`` and ``-create`` directories set aside.
+    ``names``: every name in the directory (the markers and checkpoints are
+    looked up there).
+    """
+
+    names: frozenset[str]
+    partition_dirs: dict[tuple[str, int], str]
+    deleted_dirs: list[str]
+    unfinished_dirs: list[str]
+
+
+def list_log_dir(path: Path, *, ops: FileOps | None = None) -> LogDirEntries:
+    """The one listing of a log directory: the open's, the follower's and the offline tools' (blocking).
+
+    Raises:
+        StorageError: the directory is missing, not a directory, or cannot be listed.
+    """
+    try:
+        entries = (ops or default_ops()).scandir(str(path))
+    except FileNotFoundError as exc:
+        raise StorageError(f"{path}: no such log directory") from exc
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc
+    partition_dirs: dict[tuple[str, int], str] = {}
+    deleted: list[str] = []
+    unfinished: list[str] = []
+    for name, is_dir in entries:
+        if not is_dir:
+            continue
+        parsed = parse_partition_dir(name)
+        if parsed is not None:
+            partition_dirs[parsed] = name
+        elif is_aside_dir_name(name, DELETE_DIR_SUFFIX):
+            deleted.append(name)
+        elif is_aside_dir_name(name, CREATE_DIR_SUFFIX):
+            unfinished.append(name)
+    return LogDirEntries(frozenset(name for name, _ in entries), partition_dirs, deleted, unfinished)
+
+
 @dataclass(slots=True)
 class LogDirListing:
     """What a log directory holds, read in one hop."""
@@ -75,60 +126,65 @@ class LogDirListing:
     unfinished_dirs: list[str] = field(default_factory=list)  # -create leftovers of a cut-short create_topic
 
 
-def _read_small(path: Path) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_SMALL_FILE_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    if len(data) > MAX_SMALL_FILE_BYTES:
+def read_small(path: Path, ops: FileOps | None = None) -> bytes | None:
+    """The content of a small file (a checkpoint, a marker, a topic.json), ``None`` if it does not exist; blocking.
+
+    Raises:
+        StorageError: it is larger than ``MAX_SMALL_FILE_BYTES``, or cannot be read.
+    """
+    data = read_small_file_sync(path, ops or default_ops(), max_bytes=MAX_SMALL_FILE_BYTES + 1)
+    if data is not None and len(data) > MAX_SMALL_FILE_BYTES:
         raise StorageError(f"{path}: larger than {MAX_SMALL_FILE_BYTES} bytes; not a seglog file")
     return data
 
 
+def describe_topics(
+    path: Path, entries: LogDirEntries, skip: Collection[str] = (), *, ops: FileOps | None = None
+) -> dict[tuple[str, int], bytes]:
+    """One ``topic.json`` per topic not in ``skip``: of its lowest partition that has one (they all hold the same).
+
+    A partition whose file is missing or unreadable (not written yet, or its
+    directory went meanwhile) is passed over for the next one.
+    """
+    described: dict[tuple[str, int], bytes] = {}
+    topics: set[str] = set()
+    for topic, partition in sorted(entries.partition_dirs):
+        if topic in skip or topic in topics:
+            continue
+        with contextlib.suppress(StorageError):
+            meta = read_small(path / entries.partition_dirs[(topic, partition)] / TOPIC_FILE, ops)
+            if meta is not None:
+                described[(topic, partition)] = meta
+                topics.add(topic)
+    return described
+
+
 def _scan(path: Path, create: bool) -> LogDirListing:
-    try:
-        if create:
-            path.mkdir(parents=True, exist_ok=True)
-        elif not path.is_dir():
-            raise StorageError(f"{path}: no such log directory")
-        listing = LogDirListing()
-        dir_names: dict[tuple[str, int], str] = {}
-        with os.scandir(path) as entries:
-            for entry in entries:
-                name = entry.name
-                if name == CLEAN_SHUTDOWN_FILE:
-                    listing.clean_shutdown = True
-                    try:
-                        listing.clean_shutdown_record = _read_small(path / name) or b""
-                    except (OSError, StorageError):  # its existence is the marker; the record is a hint
-                        listing.clean_shutdown_record = b""
-                elif name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
-                    data = _read_small(path / name)
-                    if data is not None:
-                        listing.files[name] = data
-                        listing.empty = False
-                elif entry.is_dir(follow_symlinks=False):
-                    parsed = parse_partition_dir(name)
-                    if parsed is not None:
-                        listing.partition_dirs[parsed] = None
-                        dir_names[parsed] = name
-                        listing.empty = False
-                    elif is_aside_dir_name(name, DELETE_DIR_SUFFIX):
-                        listing.deleted_dirs.append(name)
-                    elif is_aside_dir_name(name, CREATE_DIR_SUFFIX):
-                        listing.unfinished_dirs.append(name)
-        # One topic.json per topic, of its lowest partition that has one (they all hold the same).
-        described: set[str] = set()
-        for topic, partition in sorted(listing.partition_dirs):
-            if topic not in described:
-                meta = _read_small(path / dir_names[(topic, partition)] / TOPIC_FILE)
-                if meta is not None:
-                    listing.partition_dirs[(topic, partition)] = meta
-                    described.add(topic)
-        return listing
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc
+    ops = default_ops()
+    if create:
+        try:
+            ops.makedirs(str(path))
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot create the log directory: {exc}") from exc
+    entries = list_log_dir(path, ops=ops)
+    listing = LogDirListing(deleted_dirs=entries.deleted_dirs, unfinished_dirs=entries.unfinished_dirs)
+    if CLEAN_SHUTDOWN_FILE in entries.names:
+        listing.clean_shutdown = True
+        try:
+            listing.clean_shutdown_record = read_small(path / CLEAN_SHUTDOWN_FILE, ops) or b""
+        except StorageError:  # its existence is the marker; the record is a hint
+            listing.clean_shutdown_record = b""
+    for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+        if name in entries.names:
+            data = read_small(path / name, ops)
+            if data is not None:
+                listing.files[name] = data
+                listing.empty = False
+    listing.partition_dirs = dict.fromkeys(entries.partition_dirs)
+    listing.partition_dirs.update(describe_topics(path, entries, ops=ops))
+    if entries.partition_dirs:
+        listing.empty = False
+    return listing
 
 
 def scan_log_dir_sync(path: Path, *, create: bool) -> LogDirListing:
@@ -178,9 +234,11 @@ class DirLock:
 
 
 def _lock(path: Path) -> int:
+    # The descriptor's calls go through the file layer; flock itself is no file I/O (the kernel keeps it).
+    ops = default_ops()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        ops.makedirs(str(path.parent))
+        fd = ops.open(str(path), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         raise StorageError(f"{path.parent}: cannot create the log directory or its lock file: {exc}") from exc
     try:
@@ -188,9 +246,9 @@ def _lock(path: Path) -> int:
     except OSError as exc:
         holder = ""
         with contextlib.suppress(OSError, ValueError):
-            pid = int(os.pread(fd, 32, 0).decode("ascii").strip() or "0")
+            pid = int(ops.pread(fd, 32, 0).decode("ascii").strip() or "0")
             holder = f" (pid {pid}{', this process' if pid == os.getpid() else ''})"
-        os.close(fd)
+        ops.close(fd)
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise LogDirLockedError(
                 f"{path.parent}: another seglog Engine holds this log directory{holder}; "
@@ -198,8 +256,8 @@ def _lock(path: Path) -> int:
             ) from exc
         raise StorageError(f"{path}: cannot lock: {exc}") from exc
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        ops.ftruncate(fd, 0)
+        ops.pwritev(fd, [f"{os.getpid()}\n".encode("ascii")], 0)
     except OSError:
         pass  # the pid is only for the message; the lock is what matters
     return fd
@@ -208,7 +266,7 @@ def _lock(path: Path) -> int:
 def _unlock(fd: int) -> None:
     with contextlib.suppress(OSError):
         fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
+    default_ops().close(fd)
 
 
 async def make_dir(path: Path) -> None:
@@ -226,7 +284,7 @@ async def remove_file(path: Path, *, sync_dir: bool = False) -> bool:
 
 def _rename_if_exists(source: Path, target: Path) -> bool:
     try:
-        os.rename(source, target)
+        default_ops().replace(str(source), str(target))
     except FileNotFoundError:
         return False
     except OSError as exc:
@@ -236,7 +294,7 @@ def _rename_if_exists(source: Path, target: Path) -> bool:
 
 def _rename_dir(source: Path, target: Path) -> None:
     try:
-        os.rename(source, target)
+        default_ops().replace(str(source), str(target))
     except OSError as exc:
         raise StorageError(f"{source}: cannot rename to {target}: {exc}") from exc
 
@@ -268,23 +326,20 @@ def _place_new_partition_dirs(log_dir: Path, dirs: list[tuple[str, str, bytes]],
     try:
         for aside_name, _, meta in dirs:
             directory = log_dir / aside_name
-            os.mkdir(directory, 0o755)
+            ops.mkdir(str(directory), 0o755)
             aside.append(directory)
             atomic_write_sync(directory / TOPIC_FILE, meta, ops)  # synced, and so is its directory
         for aside_name, final_name, _ in dirs:
             target = log_dir / final_name
-            if os.path.lexists(target):  # rename(2) would silently replace an empty directory
+            if ops.lexists(str(target)):  # rename(2) would silently replace an empty directory
                 raise FileExistsError(errno.EEXIST, "a partition directory of that name exists", str(target))
-            os.rename(log_dir / aside_name, target)
+            ops.replace(str(log_dir / aside_name), str(target))
             aside.remove(log_dir / aside_name)
-        fd = os.open(log_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)  # the renames survive power loss
-        finally:
-            os.close(fd)
+        fsync_dir_sync(ops, log_dir)  # the renames survive power loss
     except BaseException as exc:
         for directory in aside:
-            shutil.rmtree(directory, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                ops.rmtree(str(directory))
         if isinstance(exc, OSError):
             raise StorageError(f"{exc.filename or log_dir}: cannot create the partition directory: {exc}") from exc
         raise
@@ -304,7 +359,7 @@ def _holds_records(directory: Path) -> bool:
     try:
         listing = list_partition_dir(directory, ops=ops)
     except StorageError:
-        if not directory.exists():
+        if not ops.exists(str(directory)):
             return False
         raise
     for segment in listing.segments:
@@ -329,7 +384,7 @@ async def holds_records(directory: Path) -> bool:
 
 def _remove_tree(path: Path) -> None:
     try:
-        shutil.rmtree(path)
+        default_ops().rmtree(str(path))
     except FileNotFoundError:
         pass
     except OSError as exc:
@@ -376,6 +431,8 @@ def lock_holder(log_dir: Path) -> int | None:
     Read-only and race-free on Linux: ``/proc/locks`` lists every ``flock``
     with its file's device and inode. Elsewhere the lock is tried shared and
     dropped at once (an Engine opening in that instant would be refused).
+    Only the pid is read through the file layer: the rest asks the kernel
+    about locks, not about a file's content.
     """
     path = log_dir / LOCK_FILE_NAME
     try:
@@ -402,6 +459,6 @@ def lock_holder(log_dir: Path) -> int | None:
     if not held:
         return None
     try:
-        return int(path.read_text(encoding="ascii").strip() or "0")
-    except (OSError, ValueError):
+        return int((read_small(path) or b"").decode("ascii").strip() or "0")
+    except (StorageError, ValueError):
         return 0

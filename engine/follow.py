@@ -47,11 +47,11 @@ from typing import Final
 from seglog.engine import _fs, loader
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from seglog.engine.config import LogConfig
-from seglog.engine.errors import SeglogError, StorageError, UnknownTopicOrPartitionError
+from seglog.engine.errors import SeglogError, UnknownTopicOrPartitionError
 from seglog.engine.log import PartitionLog
-from seglog.engine.names import parse_partition_dir, partition_dir_name
+from seglog.engine.names import partition_dir_name
 from seglog.engine.topics import TopicState
-from seglog.segments.fileio import in_thread
+from seglog.segments.fileio import default_ops, in_thread
 from seglog.segments.files import LOG_SUFFIX
 from seglog.segments.segment import FollowScan, LogSegment
 
@@ -146,12 +146,12 @@ def _look_at_partition(
     """List a partition directory and validate what its followed segments grew by (blocking)."""
     look = _PartitionLook()
     try:
-        if inode is not None and os.stat(directory).st_ino != inode:
+        if inode is not None and default_ops().inode(str(directory)) != inode:
             look.gone = True
             return look
         found = [base for base, _, _ in _fs.scan_partition_dir_sync(directory, cleanup=False)] if listing else None
     except (OSError, SeglogError):
-        look.gone = not os.path.isdir(directory)
+        look.gone = not default_ops().is_dir(str(directory))
         if look.gone:
             return look
         raise
@@ -199,35 +199,16 @@ def _look_at_partition(
 def _list_log_dir(path: Path, known_topics: set[str]) -> _fs.LogDirListing:
     """The partition directories and the log start checkpoint (blocking; a follower's look at the log dir).
 
-    Unlike the open's listing it reads ``topic.json`` only for topics not
-    known yet (one per topic, of its lowest partition directory that has one).
+    The open's listing (``_fs.list_log_dir``), but reads ``topic.json`` only for
+    topics not known yet (one per topic, of its lowest partition directory that has one).
     """
-    listing = _fs.LogDirListing()
-    try:
-        names = os.listdir(path)
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot read the log directory: {exc}") from exc
-    for name in names:
-        parsed = parse_partition_dir(name)
-        if parsed is not None:
-            listing.partition_dirs[parsed] = None
-    try:
-        with open(path / LOG_START_OFFSET_CHECKPOINT, "rb") as f:
-            listing.files[LOG_START_OFFSET_CHECKPOINT] = f.read(_fs.MAX_SMALL_FILE_BYTES)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise StorageError(f"{path / LOG_START_OFFSET_CHECKPOINT}: cannot read: {exc}") from exc
-    described: set[str] = set()
-    for topic, partition in sorted(listing.partition_dirs):
-        if topic in known_topics or topic in described:
-            continue
-        try:
-            with open(path / partition_dir_name(topic, partition) / _fs.TOPIC_FILE, "rb") as f:
-                listing.partition_dirs[(topic, partition)] = f.read(_fs.MAX_SMALL_FILE_BYTES)
-            described.add(topic)
-        except OSError:
-            continue  # not written yet (or the directory went): a later look reads it
+    entries = _fs.list_log_dir(path)
+    listing = _fs.LogDirListing(partition_dirs=dict.fromkeys(entries.partition_dirs))
+    if LOG_START_OFFSET_CHECKPOINT in entries.names:
+        data = _fs.read_small(path / LOG_START_OFFSET_CHECKPOINT)
+        if data is not None:
+            listing.files[LOG_START_OFFSET_CHECKPOINT] = data
+    listing.partition_dirs.update(_fs.describe_topics(path, entries, known_topics))
     return listing
 
 
@@ -362,7 +343,7 @@ class Follower:
     def _record_inodes(self, keys: list[tuple[str, int]]) -> None:
         for key in keys:
             with contextlib.suppress(OSError):
-                self._inodes[key] = os.stat(self._load.path / partition_dir_name(*key)).st_ino
+                self._inodes[key] = default_ops().inode(str(self._load.path / partition_dir_name(*key)))
 
     async def _watch(self, keys: list[tuple[str, int] | None]) -> None:
         notifier = self._notifier

@@ -622,7 +622,7 @@ def open_partition_files_sync(
 
 
 def _first_batches(segments: Sequence[LogSegment]) -> tuple[int | None, ...]:
-    return tuple(_base_offset_of(s.first_batch_in_thread()) for s in segments)
+    return tuple(_base_offset_of(s.first_batch()) for s in segments)
 
 
 def _base_offset_of(header: BatchHeader | None) -> int | None:
@@ -845,7 +845,7 @@ async def _walk(
     while (i := walk.next()) is not None:
         segment = segments.get(listed[i].base_offset)
         assert segment is not None
-        head = probed[i] if probed else _base_offset_of(await segment.first_batch())
+        head = probed[i] if probed else _base_offset_of(await in_thread(segment.first_batch))
         previous_end = None
         if walk.needs_previous_end(i, head):
             previous = segments.get(listed[i - 1].base_offset)
@@ -1280,7 +1280,7 @@ def dry_run_recovery(
             max_batch = max(topic_config.max_message_bytes, topic_config.segment_bytes)
             while (i := walk.next()) is not None:
                 segment = by_base[listed[i].base_offset]
-                head = probed[i] if probed else _base_offset_of(segment.first_batch_in_thread())
+                head = probed[i] if probed else _base_offset_of(segment.first_batch())
                 previous_end = None
                 if walk.needs_previous_end(i, head):
                     previous_end = _next_offset_or_none_sync(by_base[listed[i - 1].base_offset])

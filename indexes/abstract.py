@@ -31,6 +31,7 @@ from seglog.indexes.errors import (
     SlotOutOfRangeError,
     StorageError,
 )
+from seglog.indexes.fileops import FILE_MODE, FileOps, default_ops
 from seglog.indexes.search import largest_lower_bound, native_column
 
 __all__ = [
@@ -48,8 +49,6 @@ __all__ = [
 #: Largest relative offset and position an index entry can hold: both are
 #: stored as big-endian int32 (part of the format, as in Kafka).
 INT32_MAX: Final = 2**31 - 1
-#: Permission bits of a new index file (before the umask): data, never executable.
-FILE_MODE: Final = 0o644
 # How far ahead of its next entry a writable index's file is allocated and written (see reserve).
 PREPARE_AHEAD_BYTES: Final = 64 << 10
 _ZEROS: Final = bytes(PREPARE_AHEAD_BYTES)
@@ -62,14 +61,15 @@ PathLike = str | os.PathLike[str]
 EntryT = TypeVar("EntryT", bound=tuple[int, int])
 
 
-def delete_file(path: Path, what: str) -> bool:
+def delete_file(path: Path, what: str, ops: FileOps | None = None) -> bool:
     """Remove ``path``; returns whether it existed.
 
     Raises:
         StorageError: the file exists but cannot be removed.
     """
+    ops = ops or default_ops()
     try:
-        path.unlink()
+        ops.unlink(str(path))
     except FileNotFoundError:
         return False
     except OSError as exc:
@@ -77,32 +77,30 @@ def delete_file(path: Path, what: str) -> bool:
     return True
 
 
-def rename_file(source: Path, target: Path, what: str, *, missing_ok: bool) -> None:
+def rename_file(source: Path, target: Path, what: str, *, missing_ok: bool, ops: FileOps | None = None) -> None:
     """Atomically rename ``source`` to ``target``; with ``missing_ok``, a missing source is no error.
 
     Raises:
         StorageError: the rename failed.
     """
+    ops = ops or default_ops()
     try:
-        os.replace(source, target)
+        ops.replace(str(source), str(target))
     except FileNotFoundError as exc:
-        if not missing_ok or source.exists():  # the target's directory may be the missing part
+        if not missing_ok or ops.exists(str(source)):  # the target's directory may be the missing part
             raise StorageError(f"{source}: cannot rename {what} to {target}: {exc}") from exc
     except OSError as exc:
         raise StorageError(f"{source}: cannot rename {what} to {target}: {exc}") from exc
 
 
-def _fallocate(fd: int, start: int, end: int) -> bool:
+def _fallocate(ops: FileOps, fd: int, start: int, end: int) -> bool:
     """``posix_fallocate`` of ``[start, end)``; ``False`` where the platform or file system has none.
 
     Raises:
         OSError: the allocation failed (``ENOSPC``, ``EIO``, ...).
     """
-    fallocate = getattr(os, "posix_fallocate", None)
-    if fallocate is None:  # macOS and other platforms without it
-        return False
     try:
-        fallocate(fd, start, end - start)
+        ops.fallocate(fd, start, end - start)
     except OSError as exc:
         if exc.errno in _FALLOCATE_UNSUPPORTED:
             return False
@@ -110,16 +108,16 @@ def _fallocate(fd: int, start: int, end: int) -> bool:
     return True
 
 
-def _pwrite_all(fd: int, data: bytes | memoryview, position: int) -> None:
+def _pwrite_all(ops: FileOps, fd: int, data: bytes | memoryview, position: int) -> None:
     view = memoryview(data)
     while view:
-        written = os.pwrite(fd, view, position)
+        written = ops.pwritev(fd, [view], position)
         if written <= 0:  # a file system that takes nothing without saying why: it has no room
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         view, position = view[written:], position + written
 
 
-def allocate_range(fd: int, start: int, end: int, *, keep: bool) -> bool:
+def allocate_range(fd: int, start: int, end: int, *, keep: bool, ops: FileOps | None = None) -> bool:
     """Give ``[start, end)`` of the open file real blocks, so that no mapped access meets a hole; blocking.
 
     A store through a shared mapping into a hole must allocate inside the page
@@ -135,28 +133,27 @@ def allocate_range(fd: int, start: int, end: int, *, keep: bool) -> bool:
         OSError: the space cannot be had (``ENOSPC``) or the file system failed;
             with the write fallback a leading part of the range may be written.
     """
-    if end <= start or _fallocate(fd, start, end):
+    ops = ops or default_ops()
+    if end <= start or _fallocate(ops, fd, start, end):
         return False
     for position in range(start, end, PREPARE_AHEAD_BYTES):
         size = min(PREPARE_AHEAD_BYTES, end - position)
-        _pwrite_all(fd, _read_whole_at(fd, position, size) if keep else _ZEROS[:size], position)
+        _pwrite_all(ops, fd, _read_whole_at(ops, fd, position, size) if keep else _ZEROS[:size], position)
     return True
 
 
-def _read_whole_at(fd: int, position: int, size: int) -> bytes:
-    data = os.pread(fd, size, position)
+def _read_whole_at(ops: FileOps, fd: int, position: int, size: int) -> bytes:
+    data = ops.pread(fd, size, position)
     return data + bytes(size - len(data))  # past the end of file: zeros, as a hole reads
 
 
-def _holes_before(fd: int, length: int) -> bool:
+def _holes_before(ops: FileOps, fd: int, length: int) -> bool:
     """Whether the file has a hole (an unallocated range) before ``length``; cheap, one ``lseek``."""
-    seek_hole = getattr(os, "SEEK_HOLE", None)
-    if seek_hole is not None:
-        try:
-            return os.lseek(fd, 0, seek_hole) < length
-        except OSError:
-            pass  # not supported here: count blocks instead
-    blocks = getattr(os.fstat(fd), "st_blocks", None)
+    try:
+        return ops.seek_hole(fd, 0) < length
+    except OSError:
+        pass  # not supported here: count blocks instead
+    blocks = ops.fstat_blocks(fd)
     return blocks is None or blocks * 512 < length
 
 
@@ -166,11 +163,11 @@ def _space_error(path: Path, what: str, exc: OSError) -> StorageError:
     return StorageError(f"{path}: cannot allocate disk space for {what} ({name}: {exc.strerror}){advice}")
 
 
-def _read_whole(fd: int, length: int) -> bytes:
+def _read_whole(ops: FileOps, fd: int, length: int) -> bytes:
     chunks: list[bytes] = []
     position = 0
     while position < length:
-        chunk = os.pread(fd, length - position, position)
+        chunk = ops.pread(fd, length - position, position)
         if not chunk:  # the file shrank meanwhile: the snapshot is what was there
             break
         chunks.append(chunk)
@@ -210,6 +207,7 @@ class IndexFile:
     _RENAME_MISSING_OK: ClassVar[bool] = False
     _path: Path
     _lock: threading.RLock
+    _ops: FileOps
 
     def close(self) -> None:
         raise NotImplementedError
@@ -223,7 +221,7 @@ class IndexFile:
         with self._lock:
             target = Path(path)
             try:
-                rename_file(self._path, target, self._WHAT, missing_ok=self._RENAME_MISSING_OK)
+                rename_file(self._path, target, self._WHAT, missing_ok=self._RENAME_MISSING_OK, ops=self._ops)
             finally:
                 self._path = target
 
@@ -287,10 +285,14 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
     _key_field: tuple[int, int]
     _value_field: tuple[int, int]
 
-    def __init__(self, path: PathLike, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
+    def __init__(
+        self, path: PathLike, base_offset: int, max_index_size: int = -1, writable: bool = True,
+        *, ops: FileOps | None = None,
+    ) -> None:
         """Open ``path``, creating and preallocating it when it does not exist (writable only).
 
         ``max_index_size=-1`` is only valid for an existing file (as in Kafka).
+        ``ops``: the system calls of this file (default: the process's, ``default_ops()``).
 
         Raises:
             InvalidIndexSizeError: a new file with ``max_index_size`` below one entry.
@@ -309,13 +311,14 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
+        self._ops = ops = ops or default_ops()
         try:
             try:
                 flags = (os.O_RDWR | os.O_CREAT | os.O_EXCL) if writable else os.O_RDONLY
-                fd = os.open(self._path, flags | _O_CLOEXEC, FILE_MODE)
+                fd = ops.open(str(self._path), flags | _O_CLOEXEC, FILE_MODE)
                 newly_created = writable
             except FileExistsError:
-                fd, newly_created = os.open(self._path, os.O_RDWR | _O_CLOEXEC), False
+                fd, newly_created = ops.open(str(self._path), os.O_RDWR | _O_CLOEXEC), False
         except OSError as exc:
             raise StorageError(f"{self._path}: cannot open index file: {exc}") from exc
         try:
@@ -325,16 +328,17 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
                         f"{self._path}: max index size {max_index_size} is below one entry "
                         f"({self.entry_size} bytes); use a segment index size of at least {self.entry_size}"
                     )
-                os.ftruncate(fd, self._round_down(max_index_size))  # sparse: space is taken by reserve()
+                ops.ftruncate(fd, self._round_down(max_index_size))  # sparse: space is taken by reserve()
             elif writable:
                 self._allocate_existing(fd)
             self._mm, self._length = self._map(fd)
         except OSError as exc:
             raise StorageError(f"{self._path}: cannot size or map index file: {exc}") from exc
         finally:
-            os.close(fd)
+            ops.close(fd)
             if newly_created and not isinstance(self._mm, mmap.mmap):
-                self._path.unlink(missing_ok=True)  # do not leave a half-made file behind
+                with contextlib.suppress(OSError):  # do not leave a half-made file behind
+                    ops.unlink(str(self._path))
         # Every byte of an existing file is an entry the mapping may read: all of it is allocated.
         self._prepared = 0 if newly_created else self._length
         # A new file starts empty; an existing one is taken as full of valid entries (Kafka), except
@@ -358,10 +362,10 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         Raises:
             StorageError: the space cannot be had; nothing was mapped.
         """
-        length = os.fstat(fd).st_size
-        if length and _holes_before(fd, length):
+        length = self._ops.fstat_size(fd)
+        if length and _holes_before(self._ops, fd, length):
             try:
-                allocate_range(fd, 0, length, keep=True)
+                allocate_range(fd, 0, length, keep=True, ops=self._ops)
             except OSError as exc:
                 raise _space_error(self._path, f"the {length} bytes of the index before mapping it", exc) from exc
 
@@ -388,22 +392,23 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         # Space comes in pages anyway: the page holding `end` is what an entry write needs at least.
         needed = min(self._length, end + (-end % mmap.PAGESIZE))
         ahead_end = min(self._length, max(needed, start + PREPARE_AHEAD_BYTES)) if ahead else needed
+        ops = self._ops
         try:
-            fd = os.open(self._path, os.O_WRONLY | _O_CLOEXEC)
+            fd = ops.open(str(self._path), os.O_WRONLY | _O_CLOEXEC)
             try:
                 try:
-                    written = allocate_range(fd, start, ahead_end, keep=False)
+                    written = allocate_range(fd, start, ahead_end, keep=False, ops=ops)
                 except OSError as exc:
                     if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or ahead_end == needed:
                         raise
-                    written = allocate_range(fd, start, needed, keep=False)  # what is needed now may still fit
+                    written = allocate_range(fd, start, needed, keep=False, ops=ops)  # what is needed may fit
                     ahead_end = needed
                 if not written:
                     with contextlib.suppress(OSError):  # allocated already: the zeros only save page faults
                         for position in range(start, ahead_end, PREPARE_AHEAD_BYTES):
-                            _pwrite_all(fd, _ZEROS[: min(PREPARE_AHEAD_BYTES, ahead_end - position)], position)
+                            _pwrite_all(ops, fd, _ZEROS[: min(PREPARE_AHEAD_BYTES, ahead_end - position)], position)
             finally:
-                os.close(fd)
+                ops.close(fd)
         except OSError as exc:
             slots = -(-(end - self._entries * self.entry_size) // self.entry_size)
             what = f"{slots} more index entries; nothing was written to the index"
@@ -411,14 +416,14 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         self._prepared = ahead_end
 
     def _map(self, fd: int) -> tuple[mmap.mmap | bytes, int]:
-        length = os.fstat(fd).st_size
+        length = self._ops.fstat_size(fd)
         if length == 0:  # mmap refuses empty files; an empty index has nothing to read
             return b"", 0
         if not self._writable:
             # A read-only index is a snapshot read with pread, never a mapping: the writer (maybe
             # another process) trims a preallocated index when its segment rolls or closes, and a
             # mapped page past the new end of file kills the reader with SIGBUS on its next lookup.
-            snapshot = _read_whole(fd, length)
+            snapshot = _read_whole(self._ops, fd, length)
             return snapshot, len(snapshot)
         return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE), length
 
@@ -650,13 +655,13 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             prepared = min(self._prepared, rounded)
             self._unmap()
             try:
-                fd = os.open(self._path, os.O_RDWR | _O_CLOEXEC)
+                fd = self._ops.open(str(self._path), os.O_RDWR | _O_CLOEXEC)
                 try:
-                    os.ftruncate(fd, rounded)
+                    self._ops.ftruncate(fd, rounded)
                     self._mm, self._length = self._map(fd)
                     self._prepared = prepared
                 finally:
-                    os.close(fd)
+                    self._ops.close(fd)
             except OSError as exc:
                 # No mapping now. An index is only a hint: with no entries a lookup
                 # answers (base, 0), i.e. "scan from the start", which is still right,
@@ -774,7 +779,7 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         """
         with self._lock:
             self.close_handler()
-            return delete_file(self._path, "index")
+            return delete_file(self._path, "index", self._ops)
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):

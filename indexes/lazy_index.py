@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from seglog.indexes.abstract import AbstractIndex, PathLike, delete_file, rename_file
+from seglog.indexes.fileops import FileOps, default_ops
 from seglog.indexes.offset_index import OffsetIndex
 from seglog.indexes.time_index import TimeIndex
 
@@ -38,26 +39,31 @@ class LazyIndex(Generic[IndexT]):
     returns the same instance without taking the lock.
     """
 
-    def __init__(self, path: PathLike, open_index: Callable[[Path], IndexT]) -> None:
-        """Wrap ``path``; ``open_index(path)`` opens it on the first :meth:`get`."""
+    def __init__(self, path: PathLike, open_index: Callable[[Path], IndexT], *, ops: FileOps | None = None) -> None:
+        """Wrap ``path``; ``open_index(path)`` opens it on the first :meth:`get`; ``ops``: the file's system calls."""
         self._path = Path(path)
+        self._ops = ops or default_ops()
         self._open_index = open_index
         self._index: IndexT | None = None
         self._lock = threading.Lock()
 
     @classmethod
     def for_offset(
-        cls, path: PathLike, base_offset: int, max_index_size: int, *, writable: bool = True
+        cls, path: PathLike, base_offset: int, max_index_size: int, *, writable: bool = True,
+        ops: FileOps | None = None,
     ) -> LazyIndex[OffsetIndex]:
         """A lazy :class:`OffsetIndex` at ``path``."""
-        return LazyIndex(path, lambda p: OffsetIndex(p, base_offset, max_index_size, writable))
+        ops = ops or default_ops()
+        return LazyIndex(path, lambda p: OffsetIndex(p, base_offset, max_index_size, writable, ops=ops), ops=ops)
 
     @classmethod
     def for_time(
-        cls, path: PathLike, base_offset: int, max_index_size: int, *, writable: bool = True
+        cls, path: PathLike, base_offset: int, max_index_size: int, *, writable: bool = True,
+        ops: FileOps | None = None,
     ) -> LazyIndex[TimeIndex]:
         """A lazy :class:`TimeIndex` at ``path``."""
-        return LazyIndex(path, lambda p: TimeIndex(p, base_offset, max_index_size, writable))
+        ops = ops or default_ops()
+        return LazyIndex(path, lambda p: TimeIndex(p, base_offset, max_index_size, writable, ops=ops), ops=ops)
 
     @property
     def path(self) -> Path:
@@ -102,7 +108,7 @@ class LazyIndex(Generic[IndexT]):
                 self._index.rename_to(target)
                 return
             try:
-                rename_file(self._path, target, "index", missing_ok=True)
+                rename_file(self._path, target, "index", missing_ok=True, ops=self._ops)
             finally:
                 self._path = target
 
@@ -122,7 +128,7 @@ class LazyIndex(Generic[IndexT]):
         with self._lock:
             if self._index is not None:
                 return self._index.delete()
-            return delete_file(self._path, "index")
+            return delete_file(self._path, "index", self._ops)
 
     def close(self) -> None:
         """Close the index if loaded (trim and unmap); nothing to do otherwise. Idempotent.

@@ -18,6 +18,7 @@ from typing import Final, NamedTuple
 
 from seglog.indexes.abstract import IndexFile, PathLike, delete_file
 from seglog.indexes.errors import CorruptIndexError, InvalidOffsetError, StorageError
+from seglog.indexes.fileops import FILE_MODE, FileOps, default_ops
 
 __all__ = ["ABORTED_TXN", "ABORTED_TXN_VERSION", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
 
@@ -70,9 +71,10 @@ class TransactionIndex(IndexFile):
     _WHAT = "transaction index"
     _RENAME_MISSING_OK = True  # the file is created on the first append, so it may not exist yet
 
-    def __init__(self, path: PathLike, start_offset: int) -> None:
-        """Remember ``path`` (the file is not created or opened yet)."""
+    def __init__(self, path: PathLike, start_offset: int, *, ops: FileOps | None = None) -> None:
+        """Remember ``path`` (the file is not created or opened yet); ``ops``: its system calls."""
         self._path = Path(path)
+        self._ops = ops or default_ops()
         self._start_offset = start_offset
         self._lock = threading.RLock()
         self._fd: int | None = None
@@ -95,7 +97,7 @@ class TransactionIndex(IndexFile):
         if self._fd is None:
             flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | (os.O_CREAT if create else 0)
             try:
-                self._fd = os.open(self._path, flags, 0o644)
+                self._fd = self._ops.open(str(self._path), flags, FILE_MODE)
             except FileNotFoundError as exc:
                 if create:
                     raise StorageError(f"{self._path}: cannot create transaction index: {exc}") from exc
@@ -110,11 +112,11 @@ class TransactionIndex(IndexFile):
         if fd is None:
             return
         try:
-            size = os.fstat(fd).st_size
+            size = self._ops.fstat_size(fd)
             usable = size - size % ABORTED_TXN.size
             position = 0
             while position < usable:
-                chunk = os.pread(fd, min(usable - position, _SCAN_ENTRIES * ABORTED_TXN.size), position)
+                chunk = self._ops.pread(fd, min(usable - position, _SCAN_ENTRIES * ABORTED_TXN.size), position)
                 if len(chunk) % ABORTED_TXN.size or not chunk:  # the file shrank under us
                     raise StorageError(f"{self._path}: short read at byte {position} of {usable}")
                 for version, *fields in ABORTED_TXN.iter_unpack(chunk):
@@ -152,7 +154,7 @@ class TransactionIndex(IndexFile):
             assert fd is not None
             data = txn.to_bytes()
             try:
-                written = os.write(fd, data)
+                written = self._ops.write(fd, data)
             except OSError as exc:
                 raise StorageError(f"{self._path}: cannot append to transaction index: {exc}") from exc
             if written != len(data):
@@ -180,7 +182,7 @@ class TransactionIndex(IndexFile):
             if fd is None:
                 return True
             try:
-                return os.fstat(fd).st_size < ABORTED_TXN.size
+                return self._ops.fstat_size(fd) < ABORTED_TXN.size
             except OSError as exc:
                 raise StorageError(f"{self._path}: cannot stat transaction index: {exc}") from exc
 
@@ -234,7 +236,7 @@ class TransactionIndex(IndexFile):
     def _truncate_file(self, size: int) -> None:
         assert self._fd is not None  # only called after _open found the file
         try:
-            os.ftruncate(self._fd, size)
+            self._ops.ftruncate(self._fd, size)
         except OSError as exc:
             raise StorageError(f"{self._path}: cannot truncate transaction index to {size}: {exc}") from exc
 
@@ -263,7 +265,7 @@ class TransactionIndex(IndexFile):
         with self._lock:
             if self._fd is not None:
                 try:
-                    os.fsync(self._fd)
+                    self._ops.fsync(self._fd)
                 except OSError as exc:
                     raise StorageError(f"{self._path}: cannot fsync transaction index: {exc}") from exc
 
@@ -275,7 +277,7 @@ class TransactionIndex(IndexFile):
     def _close_fd(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.close(fd)
+            self._ops.close(fd)
 
     def delete(self) -> bool:
         """Close and delete the file; returns whether it existed.
@@ -286,7 +288,7 @@ class TransactionIndex(IndexFile):
         with self._lock:
             self._close_fd()
             self._last_offset, self._last_offset_known = None, True
-            return delete_file(self._path, "transaction index")
+            return delete_file(self._path, "transaction index", self._ops)
 
     def __del__(self) -> None:
         if getattr(self, "_fd", None) is not None:

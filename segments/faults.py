@@ -9,8 +9,11 @@ never reached, instead of hoping a ``sleep`` lines the threads up).
 Install one per file (``SegmentFile.open(..., ops=...)``, ``LogSegment.open(..., ops=...)``)
 or process-wide with ``seglog.segments.fileio.use_ops``.
 
-Only data written through ``FileOps`` is covered: index files are memory-mapped
-and are rebuilt from the ``.log`` by recovery anyway.
+Every file of every layer is opened, sized and removed through ``FileOps`` (the
+mapped offset and time indexes included), so ``FailingOps`` and ``GatedOps``
+reach them too; ``PowerLossOps`` leaves the mapped indexes alone: what they
+hold is written through the mapping and ``msync``, which it cannot see, and
+recovery rebuilds them from the ``.log`` anyway.
 
 Must not import: ``engine`` or ``tools``.
 """
@@ -21,18 +24,21 @@ import asyncio
 import contextlib
 import errno
 import os
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from seglog.segments.fileio import Buffer, FileOps
 
 __all__ = ["FailingOps", "Gate", "GatedOps", "PowerLossOps", "Signal"]
 
 _T = TypeVar("_T")
+# A mapped index's name (any pending suffix after it): PowerLossOps does not track those files.
+_MAPPED_INDEX: Final = re.compile(r"^\d{20}\.(index|timeindex)(\.|$)")
 
 
 @dataclass
@@ -172,10 +178,30 @@ class FailingOps(FileOps):
         self._maybe_fail("unlink", path)
         super().unlink(path)
 
+    def write(self, fd: int, data: Buffer) -> int:
+        """Fails on rule ``write``."""
+        self._maybe_fail("write", self._paths.get(fd))
+        return super().write(fd, data)
+
     def listdir(self, path: str) -> list[str]:
         """Fails on rule ``listdir``."""
         self._maybe_fail("listdir", path)
         return super().listdir(path)
+
+    def scandir(self, path: str) -> list[tuple[str, bool]]:
+        """Fails on rule ``scandir``."""
+        self._maybe_fail("scandir", path)
+        return super().scandir(path)
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        """Fails on rule ``mkdir``."""
+        self._maybe_fail("mkdir", path)
+        super().mkdir(path, mode)
+
+    def rmtree(self, path: str) -> None:
+        """Fails on rule ``rmtree``."""
+        self._maybe_fail("rmtree", path)
+        super().rmtree(path)
 
 
 class PowerLossOps(FileOps):
@@ -197,10 +223,12 @@ class PowerLossOps(FileOps):
         self._created: set[str] = set()  # created, and the directory not fsynced since
 
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        """Opens; the first time a path is seen its current content counts as durable."""
+        """Opens; the first time a path is seen its current content counts as durable (mapped indexes: never)."""
         path = os.path.abspath(path)
         existed = os.path.exists(path)
         fd = super().open(path, flags, mode)
+        if _MAPPED_INDEX.search(os.path.basename(path)):
+            return fd
         with self._lock:
             self._paths[fd] = path
             if os.path.isfile(path) and path not in self._durable:
@@ -556,6 +584,14 @@ class GatedOps(FileOps):
         """Gate ``unlink``."""
         self._through("unlink", (path,), lambda: self._inner.unlink(path))
 
+    def inode(self, path: str) -> int:
+        """Gate ``inode``."""
+        return self._through("inode", (path,), lambda: self._inner.inode(path))
+
+    def is_dir(self, path: str) -> bool:
+        """Gate ``is_dir``."""
+        return self._through("is_dir", (path,), lambda: self._inner.is_dir(path))
+
     def mtime_ns(self, path: str) -> int:
         """Gate ``mtime_ns``."""
         return self._through("mtime_ns", (path,), lambda: self._inner.mtime_ns(path))
@@ -564,6 +600,18 @@ class GatedOps(FileOps):
         """Gate ``exists``."""
         return self._through("exists", (path,), lambda: self._inner.exists(path))
 
+    def write(self, fd: int, data: Buffer) -> int:
+        """Gate ``write``."""
+        return self._through("write", (self._path(fd),), lambda: self._inner.write(fd, data))
+
+    def seek_hole(self, fd: int, offset: int) -> int:
+        """Gate ``seek_hole``."""
+        return self._through("seek_hole", (self._path(fd),), lambda: self._inner.seek_hole(fd, offset))
+
+    def fstat_blocks(self, fd: int) -> int | None:
+        """Gate ``fstat_blocks``."""
+        return self._through("fstat_blocks", (self._path(fd),), lambda: self._inner.fstat_blocks(fd))
+
     def listdir(self, path: str) -> list[str]:
         """Gate ``listdir``."""
         return self._through("listdir", (path,), lambda: self._inner.listdir(path))
@@ -571,6 +619,22 @@ class GatedOps(FileOps):
     def makedirs(self, path: str) -> None:
         """Gate ``makedirs``."""
         self._through("makedirs", (path,), lambda: self._inner.makedirs(path))
+
+    def scandir(self, path: str) -> list[tuple[str, bool]]:
+        """Gate ``scandir``."""
+        return self._through("scandir", (path,), lambda: self._inner.scandir(path))
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        """Gate ``mkdir``."""
+        self._through("mkdir", (path,), lambda: self._inner.mkdir(path, mode))
+
+    def lexists(self, path: str) -> bool:
+        """Gate ``lexists``."""
+        return self._through("lexists", (path,), lambda: self._inner.lexists(path))
+
+    def rmtree(self, path: str) -> None:
+        """Gate ``rmtree``."""
+        self._through("rmtree", (path,), lambda: self._inner.rmtree(path))
 
     @property
     def page_cache_reads(self) -> bool:

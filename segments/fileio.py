@@ -23,6 +23,8 @@ Rules this module enforces:
 * **The fault-injection seam**: every system call goes through a :class:`FileOps`
   object. Tests install one that fails with ``ENOSPC`` or forgets unsynced writes
   (``seglog.segments.faults``), per file or for the whole process (:func:`use_ops`).
+  ``FileOps`` is defined in the lowest layer (``seglog.indexes.fileops``) so that
+  the index files go through it too; it is re-exported here.
 
 Must not import: ``engine`` or ``tools``.
 """
@@ -34,10 +36,9 @@ import concurrent.futures
 import contextlib
 import errno
 import os
-import stat
 import threading
 import warnings
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Final, ParamSpec, Protocol, TypeVar, cast
@@ -45,8 +46,11 @@ from typing import Final, ParamSpec, Protocol, TypeVar, cast
 import aiofiles.os
 
 from seglog.indexes.errors import ClosedError, StorageError
+from seglog.indexes.fileops import FILE_MODE as _FILE_MODE
+from seglog.indexes.fileops import Buffer, FileOps, default_ops, use_ops
 
 __all__ = [
+    "Buffer",
     "FileOps",
     "LateBuffer",
     "PRead",
@@ -55,10 +59,12 @@ __all__ = [
     "atomic_write",
     "default_ops",
     "fsync_dir",
+    "fsync_dir_sync",
     "in_thread",
     "list_dir",
     "make_dirs",
     "read_small_file",
+    "read_small_file_sync",
     "remove",
     "replace",
     "run_to_completion",
@@ -68,8 +74,6 @@ __all__ = [
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
-
-Buffer = bytes | bytearray | memoryview
 
 
 class LateBuffer(Protocol):
@@ -113,9 +117,7 @@ def _materialized(buffers: Sequence[Buffer | LateBuffer]) -> Sequence[Buffer]:
 PRead = Callable[[int, int], "bytes | bytearray"]
 """``pread(position, size)``: the bytes at ``position``; fewer only at the file's logical end."""
 
-_RWF_NOWAIT: Final[int | None] = getattr(os, "RWF_NOWAIT", None)
 _IOV_MAX: Final = 1024  # Linux's limit on buffers per writev call (sysconf SC_IOV_MAX)
-_FILE_MODE: Final = 0o644
 TMP_SUFFIX: Final = ".tmp"  # part of the on-disk layout: an atomic write's temp file, removed at open if left over
 
 
@@ -228,116 +230,6 @@ def submit(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> asyn
 
     _APPEND_THREADS.pool().submit(fn, *args, **kwargs).add_done_callback(done)
     return future
-
-
-class FileOps:
-    """The synchronous system calls of the file layer, one method each: the fault-injection seam.
-
-    The default implementation calls ``os`` directly. A test subclasses it and
-    overrides a method to raise ``OSError(errno.ENOSPC, ...)``, write only part
-    of the data, or keep writes in a buffer until ``fdatasync``. Methods are
-    called from executor threads (and ``preadv_nowait`` from the event loop),
-    so an implementation must be thread-safe.
-    """
-
-    def open(self, path: str, flags: int, mode: int = _FILE_MODE) -> int:
-        """``os.open``."""
-        return os.open(path, flags, mode)
-
-    def close(self, fd: int) -> None:
-        """``os.close``."""
-        os.close(fd)
-
-    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
-        """``os.pwritev``: write ``buffers`` at ``position``; returns bytes written (may be short)."""
-        return os.pwritev(fd, buffers, position)
-
-    def pread(self, fd: int, size: int, position: int) -> bytes:
-        """``os.pread`` (blocking)."""
-        return os.pread(fd, size, position)
-
-    def preadv_nowait(self, fd: int, buf: bytearray, position: int) -> int:
-        """``os.preadv(fd, [buf], position, RWF_NOWAIT)``: raises ``BlockingIOError`` if not cached."""
-        assert _RWF_NOWAIT is not None  # callers check page_cache_reads first
-        return os.preadv(fd, [buf], position, _RWF_NOWAIT)
-
-    def fdatasync(self, fd: int) -> None:
-        """``os.fdatasync``: data and the size, not other metadata."""
-        os.fdatasync(fd)
-
-    def fsync(self, fd: int) -> None:
-        """``os.fsync`` (directories)."""
-        os.fsync(fd)
-
-    def ftruncate(self, fd: int, size: int) -> None:
-        """``os.ftruncate``."""
-        os.ftruncate(fd, size)
-
-    def fstat_size(self, fd: int) -> int:
-        """File length in bytes (``os.fstat(fd).st_size``)."""
-        return os.fstat(fd).st_size
-
-    def stat_size(self, path: str) -> int:
-        """Length in bytes of the regular file at ``path`` (``os.stat``); ``IsADirectoryError`` if not a file."""
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
-        return st.st_size
-
-    def fallocate(self, fd: int, offset: int, length: int) -> None:
-        """``os.posix_fallocate``: reserve blocks so later appends cannot fail for space."""
-        os.posix_fallocate(fd, offset, length)
-
-    def replace(self, src: str, dst: str) -> None:
-        """``os.replace``: atomic rename, overwriting ``dst``."""
-        os.replace(src, dst)
-
-    def unlink(self, path: str) -> None:
-        """``os.unlink``."""
-        os.unlink(path)
-
-    def mtime_ns(self, path: str) -> int:
-        """Modification time in nanoseconds."""
-        return os.stat(path).st_mtime_ns
-
-    def exists(self, path: str) -> bool:
-        """``os.path.exists``."""
-        return os.path.exists(path)
-
-    def listdir(self, path: str) -> list[str]:
-        """``os.listdir``."""
-        return os.listdir(path)
-
-    def makedirs(self, path: str) -> None:
-        """``os.makedirs(path, exist_ok=True)``."""
-        os.makedirs(path, exist_ok=True)
-
-    @property
-    def page_cache_reads(self) -> bool:
-        """Whether ``preadv_nowait`` may be used (Linux with ``RWF_NOWAIT``)."""
-        return _RWF_NOWAIT is not None
-
-
-class _Defaults:
-    ops: FileOps = FileOps()
-
-
-def default_ops() -> FileOps:
-    """The ``FileOps`` used by files opened without an explicit ``ops``."""
-    return _Defaults.ops
-
-
-@contextlib.contextmanager
-def use_ops(ops: FileOps) -> Iterator[FileOps]:
-    """Install ``ops`` as the process-wide default while the ``with`` block runs (tests only).
-
-    Files opened inside the block keep ``ops`` for their lifetime.
-    """
-    previous, _Defaults.ops = _Defaults.ops, ops
-    try:
-        yield ops
-    finally:
-        _Defaults.ops = previous
 
 
 def _storage_error(what: str, path: Path | str, exc: OSError) -> StorageError:
@@ -463,7 +355,7 @@ class SegmentFile:
         Raises:
             StorageError: as :meth:`open`.
         """
-        ops = ops or _Defaults.ops
+        ops = ops or default_ops()
         if defer and not create:
             # A sealed segment nobody may read for days: its length now, its descriptor on first use.
             try:
@@ -493,7 +385,7 @@ class SegmentFile:
                 length, size = preallocate_bytes, 0
             if created:
                 # A new file's directory entry survives power loss only once the directory is synced.
-                _fsync_dir_sync(ops, path.parent)
+                fsync_dir_sync(ops, path.parent)
         except OSError as exc:
             ops.close(fd)
             if created:
@@ -796,7 +688,7 @@ class SegmentFile:
             with self._open_lock:  # a deferred open sees the old name with the old file, or the new one
                 self._ops.replace(self._name, str(new_path))
                 self._set_path(new_path)
-            _fsync_dir_sync(self._ops, new_path.parent)
+            fsync_dir_sync(self._ops, new_path.parent)
         except OSError as exc:
             raise _storage_error(f"rename to {new_path.name}", self._path, exc) from exc
 
@@ -1014,7 +906,12 @@ def _open_flags(writable: bool) -> int:
 # --- directory and small-file operations (one hop each) ------------------------------------------
 
 
-def _fsync_dir_sync(ops: FileOps, directory: Path) -> None:
+def fsync_dir_sync(ops: FileOps, directory: Path | str) -> None:
+    """The blocking body of :func:`fsync_dir`, for a caller already in a thread.
+
+    Raises:
+        OSError: as the system calls raise it (the caller names what failed).
+    """
     fd = ops.open(str(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         ops.fsync(fd)
@@ -1024,7 +921,7 @@ def _fsync_dir_sync(ops: FileOps, directory: Path) -> None:
 
 async def _path_op(what: str, path: Path, ops: FileOps | None, fn: Callable[[FileOps, Path], _T]) -> _T:
     # One hop running fn(ops, path), with OSError translated into StorageError naming path and `what`.
-    chosen = ops or _Defaults.ops
+    chosen = ops or default_ops()
 
     def work() -> _T:
         try:
@@ -1041,7 +938,7 @@ async def fsync_dir(directory: Path | str, *, ops: FileOps | None = None) -> Non
     Raises:
         StorageError: the OS refused.
     """
-    await _path_op("directory fsync", Path(directory), ops, _fsync_dir_sync)
+    await _path_op("directory fsync", Path(directory), ops, fsync_dir_sync)
 
 
 async def replace(src: Path | str, dst: Path | str, *, ops: FileOps | None = None) -> None:
@@ -1054,7 +951,7 @@ async def replace(src: Path | str, dst: Path | str, *, ops: FileOps | None = Non
 
     def rename(o: FileOps, source: Path) -> None:
         o.replace(str(source), str(target))
-        _fsync_dir_sync(o, target.parent)
+        fsync_dir_sync(o, target.parent)
 
     await _path_op(f"rename to {target}", Path(src), ops, rename)
 
@@ -1072,7 +969,7 @@ def atomic_write_sync(path: Path, data: bytes, ops: FileOps, *, durable: bool = 
             ops.close(fd)
         ops.replace(str(tmp), str(path))
         if durable:
-            _fsync_dir_sync(ops, path.parent)
+            fsync_dir_sync(ops, path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             ops.unlink(str(tmp))
@@ -1091,7 +988,32 @@ async def atomic_write(path: Path | str, data: bytes, *, ops: FileOps | None = N
     Raises:
         StorageError: the OS refused; the old file is untouched then.
     """
-    await in_thread(atomic_write_sync, Path(path), data, ops or _Defaults.ops, durable=durable)
+    await in_thread(atomic_write_sync, Path(path), data, ops or default_ops(), durable=durable)
+
+
+def read_small_file_sync(path: Path | str, ops: FileOps | None = None, *, max_bytes: int | None = None) -> bytes | None:
+    """The blocking body of :func:`read_small_file`; with ``max_bytes``, at most that many bytes.
+
+    Raises:
+        StorageError: the file exists and cannot be read.
+    """
+    ops = ops or default_ops()
+    path = Path(path)
+    try:
+        fd = ops.open(str(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _storage_error("open", path, exc) from exc
+    try:
+        size = ops.fstat_size(fd)
+        if max_bytes is not None:
+            size = min(size, max_bytes)
+        return ops.pread(fd, size, 0)
+    except OSError as exc:
+        raise _storage_error("read", path, exc) from exc
+    finally:
+        ops.close(fd)
 
 
 async def read_small_file(path: Path | str, *, ops: FileOps | None = None) -> bytes | None:
@@ -1100,25 +1022,7 @@ async def read_small_file(path: Path | str, *, ops: FileOps | None = None) -> by
     Raises:
         StorageError: the OS refused for another reason.
     """
-    ops = ops or _Defaults.ops
-    path = Path(path)
-
-    def work() -> bytes | None:
-        try:
-            fd = ops.open(str(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise _storage_error("open", path, exc) from exc
-        try:
-            size = ops.fstat_size(fd)
-            return ops.pread(fd, size, 0)
-        except OSError as exc:
-            raise _storage_error("read", path, exc) from exc
-        finally:
-            ops.close(fd)
-
-    return await in_thread(work)
+    return await in_thread(read_small_file_sync, path, ops)
 
 
 async def remove(path: Path | str, *, ops: FileOps | None = None) -> bool:
@@ -1127,7 +1031,7 @@ async def remove(path: Path | str, *, ops: FileOps | None = None) -> bool:
     Raises:
         StorageError: the OS refused for another reason.
     """
-    ops = ops or _Defaults.ops
+    ops = ops or default_ops()
     path = Path(path)
 
     def work() -> bool:
@@ -1160,6 +1064,6 @@ async def make_dirs(path: Path | str, *, ops: FileOps | None = None) -> None:
 
     def create(o: FileOps, p: Path) -> None:
         o.makedirs(str(p))
-        _fsync_dir_sync(o, p.parent)
+        fsync_dir_sync(o, p.parent)
 
     await _path_op("create directory", Path(path), ops, create)

@@ -454,19 +454,21 @@ class LogSegment:
     def _offset_index(self) -> LazyIndex[OffsetIndex]:
         return LazyIndex.for_offset(
             f"{self._file_prefix}{INDEX_SUFFIX}{self._suffix}", self._base_offset, self._max_index_size,
-            writable=self._writable,
+            writable=self._writable, ops=self._log.ops,
         )
 
     @functools.cached_property
     def _time_index(self) -> LazyIndex[TimeIndex]:
         return LazyIndex.for_time(
             f"{self._file_prefix}{TIME_INDEX_SUFFIX}{self._suffix}", self._base_offset, self._max_index_size,
-            writable=self._writable,
+            writable=self._writable, ops=self._log.ops,
         )
 
     @functools.cached_property
     def _txn_index(self) -> TransactionIndex:
-        return TransactionIndex(f"{self._file_prefix}{TXN_INDEX_SUFFIX}{self._suffix}", self._base_offset)
+        return TransactionIndex(
+            f"{self._file_prefix}{TXN_INDEX_SUFFIX}{self._suffix}", self._base_offset, ops=self._log.ops
+        )
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -563,8 +565,8 @@ class LogSegment:
             first_batch = log.read_in_thread(partial(_probe_first_header, log.size)) if read_first_batch else None
             if index_files_existed is None:
                 index_files_existed = (
-                    os.path.exists(f"{prefix}{INDEX_SUFFIX}{suffix}"),
-                    os.path.exists(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}"),
+                    log.ops.exists(f"{prefix}{INDEX_SUFFIX}{suffix}"),
+                    log.ops.exists(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}"),
                 )
         except BaseException:
             log.close_in_thread(trim=False)
@@ -583,7 +585,7 @@ class LogSegment:
             index_files_existed=index_files_existed,
         )
 
-    def first_batch_in_thread(self) -> BatchHeader | None:
+    def first_batch(self) -> BatchHeader | None:
         """The header at position 0 when it reads as a batch's, bounded by the file; else ``None``. Blocking.
 
         What recovery compares with the file name before it scans the segment
@@ -596,10 +598,6 @@ class LogSegment:
         self._check_open()
         # Transient: a sealed segment's deferred descriptor stays unopened (as a clean open leaves it).
         return self._log.read_in_thread(partial(_probe_first_header, self._log.size), transient=True)
-
-    async def first_batch(self) -> BatchHeader | None:
-        """:meth:`first_batch_in_thread` in an executor thread."""
-        return await in_thread(self.first_batch_in_thread)
 
     async def __aenter__(self) -> LogSegment:
         return self

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from seglog.engine._fs import TOPIC_FILE
+from seglog.engine._fs import TOPIC_FILE, list_log_dir
 from seglog.engine._fs import lock_holder as _lock_holder
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import CorruptionError, InvalidConfigError, StorageError
 from seglog.engine.groups import GROUPS_DIR, StoreImage, read_store
-from seglog.engine.names import parse_partition_dir, partition_dir_name
+from seglog.engine.names import partition_dir_name
 from seglog.segments.fileio import SegmentFile, default_ops
 from seglog.segments.files import (
     INDEX_SUFFIX,
@@ -153,13 +153,7 @@ def partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[tuple[str, int
         StorageError: ``log_dir`` is missing or unreadable.
     """
     root = Path(log_dir)
-    out = []
-    for name in list_names(root):
-        parsed = parse_partition_dir(name)
-        path = root / name
-        if parsed is not None and path.is_dir() and not path.is_symlink():
-            out.append((parsed, path))
-    return sorted(out)
+    return sorted((key, root / name) for key, name in list_log_dir(root).partition_dirs.items())
 
 
 def list_partitions(log_dir: str | os.PathLike[str]) -> list[tuple[str, int]]:

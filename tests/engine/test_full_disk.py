@@ -31,6 +31,8 @@ from full_disk_workload import SCENARIOS, digest
 from seglog.engine import Engine, LogConfig, Record
 from seglog.engine.offline import verify
 from seglog.engine.testing import partition_records
+from seglog.segments.faults import FailingOps
+from seglog.segments.fileio import use_ops
 
 WORKLOAD = Path(__file__).with_name("full_disk_workload.py")
 NO_FLUSH = 2**63 - 1  # flush_messages: fsync left to the OS
@@ -158,29 +160,20 @@ async def test_every_data_file_is_created_0644(tmp_path: Path) -> None:
     }
 
 
-async def test_a_close_without_space_for_the_last_time_entry_is_not_a_clean_shutdown(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_close_without_space_for_the_last_time_entry_is_not_a_clean_shutdown(tmp_path: Path) -> None:
     # The last time-index entry, written at close, is what the next clean open takes for the active
     # segment's largest timestamp. A disk too full for it must make the next open recover instead.
     from seglog.engine.engine import CLEAN_SHUTDOWN_FILE
-    from seglog.indexes import abstract
 
-    class NoSpaceOs:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(os, name)
-
-        def posix_fallocate(self, fd: int, offset: int, length: int) -> None:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    engine = await Engine.open(tmp_path)
-    try:
-        await engine.create_topic("t")
-        await engine.log("t", 0).append([Record(b"v", timestamp=1_700_000_000_000)])
-        monkeypatch.setattr(abstract, "os", NoSpaceOs())
-    finally:
-        await engine.close()
-    monkeypatch.undo()
+    ops = FailingOps()
+    with use_ops(ops):
+        engine = await Engine.open(tmp_path)
+        try:
+            await engine.create_topic("t")
+            await engine.log("t", 0).append([Record(b"v", timestamp=1_700_000_000_000)])
+            ops.fail("fallocate", errno.ENOSPC, times=None, path_contains=".timeindex")
+        finally:
+            await engine.close()
     assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     async with Engine.open(tmp_path) as engine:
         assert not engine.had_clean_shutdown

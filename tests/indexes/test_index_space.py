@@ -1,8 +1,8 @@
 """Index file space is allocated before the mapping touches it; no space is a StorageError, never SIGBUS.
 
 A store through a shared mapping into a hole of a file system that has no room left is answered
-with SIGBUS (on tmpfs even a read is). These tests stand in for a full disk with an ``os`` whose
-``posix_fallocate`` fails (``test_full_disk.py`` fills a real tmpfs), and check the rule: every slot
+with SIGBUS (on tmpfs even a read is). These tests stand in for a full disk with a ``FileOps`` whose
+``fallocate`` fails (``test_full_disk.py`` fills a real tmpfs), and check the rule: every slot
 is allocated before it is written, a failed allocation raises a ``StorageError`` naming ENOSPC with
 nothing written, and where ``posix_fallocate`` is missing the pages are written instead.
 """
@@ -11,40 +11,44 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from seglog.indexes import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, abstract
 from seglog.indexes.errors import StorageError
+from seglog.indexes.fileops import Buffer, FileOps
 
 BASE = 100
 SIZE = 1 << 20
 
 
-class _NoSpaceOs:
-    """Stands in for ``os`` inside indexes.abstract: ``posix_fallocate`` (and ``pwrite``) fail as told."""
+class Disk(FileOps):
+    """The indexes' system calls on a disk the test fills: ``posix_fallocate`` (and ``pwrite``) fail as told."""
 
-    def __init__(self, fallocate_errno: int | None = errno.ENOSPC, pwrite_fails: bool = True) -> None:
-        self.fallocate_errno = fallocate_errno
-        self.pwrite_fails = pwrite_fails
+    def __init__(self) -> None:
+        self.fallocate_errno: int | None = None
+        self.pwrite_fails = False
         self.fallocated: list[tuple[int, int]] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(os, name)
+    def fill(self, fallocate_errno: int | None = errno.ENOSPC, pwrite_fails: bool = True) -> Disk:
+        self.fallocate_errno, self.pwrite_fails = fallocate_errno, pwrite_fails
+        return self
 
-    def posix_fallocate(self, fd: int, offset: int, length: int) -> None:
+    def free(self) -> None:
+        self.fill(None, pwrite_fails=False)
+
+    def fallocate(self, fd: int, offset: int, length: int) -> None:
         if self.fallocate_errno is not None:
             raise OSError(self.fallocate_errno, os.strerror(self.fallocate_errno))
         self.fallocated.append((offset, length))
-        os.posix_fallocate(fd, offset, length)
+        super().fallocate(fd, offset, length)
 
-    def pwrite(self, fd: int, data: bytes, position: int) -> int:
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
         if self.pwrite_fails:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return os.pwrite(fd, data, position)
+        return super().pwritev(fd, buffers, position)
 
 
 def holes(path: Path) -> bool:
@@ -65,12 +69,12 @@ def reports_holes(tmp_path: Path) -> bool:
         probe.unlink()
 
 
-def offset_index(path: Path) -> OffsetIndex:
-    return OffsetIndex(path, BASE, max_index_size=SIZE)
+def offset_index(path: Path, ops: FileOps | None = None) -> OffsetIndex:
+    return OffsetIndex(path, BASE, max_index_size=SIZE, ops=ops)
 
 
-def time_index(path: Path) -> TimeIndex:
-    return TimeIndex(path, BASE, max_index_size=SIZE)
+def time_index(path: Path, ops: FileOps | None = None) -> TimeIndex:
+    return TimeIndex(path, BASE, max_index_size=SIZE, ops=ops)
 
 
 def add_offset(index: OffsetIndex | TimeIndex, n: int) -> None:
@@ -82,17 +86,18 @@ def add_offset(index: OffsetIndex | TimeIndex, n: int) -> None:
 
 @pytest.mark.parametrize("make", [offset_index, time_index])
 def test_an_entry_that_cannot_get_space_is_a_storage_error_naming_enospc_and_nothing_is_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Callable[[Path], OffsetIndex | TimeIndex]
+    tmp_path: Path, make: Callable[[Path, FileOps], OffsetIndex | TimeIndex]
 ) -> None:
     path = tmp_path / "00000000000000000100.index"
-    index = make(path)
+    disk = Disk()
+    index = make(path, disk)
     try:
-        monkeypatch.setattr(abstract, "os", _NoSpaceOs())
+        disk.fill()
         with pytest.raises(StorageError, match="ENOSPC") as raised:
             add_offset(index, 0)
         assert "nothing was written" in str(raised.value)
         assert index.entries == 0
-        monkeypatch.undo()
+        disk.free()
         assert path.read_bytes() == bytes(len(path.read_bytes())), "an entry reached the file"
         add_offset(index, 0)  # space is back: the same append works
         add_offset(index, 1)
@@ -101,16 +106,13 @@ def test_an_entry_that_cannot_get_space_is_a_storage_error_naming_enospc_and_not
         index.close()
 
 
-def test_reserve_allocates_ahead_and_an_entry_then_needs_no_allocation(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_reserve_allocates_ahead_and_an_entry_then_needs_no_allocation(tmp_path: Path) -> None:
     if not reports_holes(tmp_path):
         pytest.skip("this file system does not report holes (SEEK_HOLE)")
     path = tmp_path / "00000000000000000100.index"
-    index = offset_index(path)
+    fake = Disk()
+    index = offset_index(path, fake)
     try:
-        fake = _NoSpaceOs(fallocate_errno=None, pwrite_fails=False)
-        monkeypatch.setattr(abstract, "os", fake)
         index.reserve(3)
         assert fake.fallocated == [(0, abstract.PREPARE_AHEAD_BYTES)]
         fake.fallocate_errno = errno.ENOSPC  # the disk is full now: entries in reserved space still go in
@@ -118,39 +120,36 @@ def test_reserve_allocates_ahead_and_an_entry_then_needs_no_allocation(
             add_offset(index, n)
         assert index.lookup(BASE + 42) == OffsetPosition(BASE + 42, 420)
     finally:
-        monkeypatch.undo()
         index.close()
 
 
-def test_when_only_a_page_is_left_reserve_takes_that_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    index = offset_index(tmp_path / "00000000000000000100.index")
+def test_when_only_a_page_is_left_reserve_takes_that_page(tmp_path: Path) -> None:
+    class _OnePageLeft(Disk):
+        def fallocate(self, fd: int, offset: int, length: int) -> None:
+            if length > os.sysconf("SC_PAGE_SIZE"):
+                raise OSError(errno.ENOSPC, "no space")
+            super().fallocate(fd, offset, length)
+
+    fake = _OnePageLeft()
+    index = offset_index(tmp_path / "00000000000000000100.index", fake)
     try:
-
-        class _OnePageLeft(_NoSpaceOs):
-            def posix_fallocate(self, fd: int, offset: int, length: int) -> None:
-                if length > os.sysconf("SC_PAGE_SIZE"):
-                    raise OSError(errno.ENOSPC, "no space")
-                super().posix_fallocate(fd, offset, length)
-
-        fake = _OnePageLeft(fallocate_errno=None, pwrite_fails=False)
-        monkeypatch.setattr(abstract, "os", fake)
         index.reserve(1)
         assert fake.fallocated == [(0, os.sysconf("SC_PAGE_SIZE"))]
     finally:
-        monkeypatch.undo()
         index.close()
 
 
 @pytest.mark.parametrize("unsupported", [errno.EOPNOTSUPP, errno.ENOSYS])
 def test_without_fallocate_the_pages_are_written_before_the_mapping_touches_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unsupported: int
+    tmp_path: Path, unsupported: int
 ) -> None:
     if not reports_holes(tmp_path):
         pytest.skip("this file system does not report holes (SEEK_HOLE)")
     path = tmp_path / "00000000000000000100.timeindex"
-    index = time_index(path)
+    disk = Disk()
+    index = time_index(path, disk)
     try:
-        monkeypatch.setattr(abstract, "os", _NoSpaceOs(fallocate_errno=unsupported, pwrite_fails=False))
+        disk.fill(fallocate_errno=unsupported, pwrite_fails=False)
         add_offset(index, 0)
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -158,13 +157,13 @@ def test_without_fallocate_the_pages_are_written_before_the_mapping_touches_them
         finally:
             os.close(fd)
         # And without room, the write fallback fails the entry the same way.
-        monkeypatch.setattr(abstract, "os", _NoSpaceOs(fallocate_errno=unsupported, pwrite_fails=True))
+        disk.fill(fallocate_errno=unsupported, pwrite_fails=True)
         with pytest.raises(StorageError, match="ENOSPC"):
             for n in range(1, SIZE // index.entry_size):
                 add_offset(index, n)
         assert index.lookup(1000) == TimestampOffset(1000, BASE)
     finally:
-        monkeypatch.undo()
+        disk.free()
         index.close()
 
 
@@ -181,43 +180,37 @@ def _sparse_existing_index(path: Path, entries: int) -> bytes:
 
 @pytest.mark.parametrize("fallocate_errno", [None, errno.EOPNOTSUPP])
 def test_an_existing_index_with_holes_is_allocated_whole_before_it_is_mapped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fallocate_errno: int | None
+    tmp_path: Path, fallocate_errno: int | None
 ) -> None:
     if not reports_holes(tmp_path):
         pytest.skip("this file system does not report holes (SEEK_HOLE)")
     path = tmp_path / "00000000000000000100.index"
     data = _sparse_existing_index(path, 10)
     assert holes(path)
-    monkeypatch.setattr(abstract, "os", _NoSpaceOs(fallocate_errno=fallocate_errno, pwrite_fails=False))
-    index = offset_index(path)
+    index = offset_index(path, Disk().fill(fallocate_errno=fallocate_errno, pwrite_fails=False))
     try:
         assert not holes(path)
         assert path.read_bytes()[: len(data)] == data  # the entries are kept (the fallback reads them back)
         assert index.entries == SIZE // index.entry_size  # an existing file is all entries (Kafka's rule)
     finally:
-        monkeypatch.undo()
         index.close()
 
 
-def test_an_existing_index_with_holes_on_a_full_disk_is_a_storage_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_existing_index_with_holes_on_a_full_disk_is_a_storage_error(tmp_path: Path) -> None:
     if not reports_holes(tmp_path):
         pytest.skip("this file system does not report holes (SEEK_HOLE)")
     path = tmp_path / "00000000000000000100.index"
     _sparse_existing_index(path, 10)
-    monkeypatch.setattr(abstract, "os", _NoSpaceOs())
     with pytest.raises(StorageError, match="ENOSPC"):
-        offset_index(path)
+        offset_index(path, Disk().fill())
 
 
-def test_a_trimmed_existing_index_is_opened_without_allocating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trimmed_existing_index_is_opened_without_allocating(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000100.index"
     index = offset_index(path)
     add_offset(index, 0)
     index.close()
-    monkeypatch.setattr(abstract, "os", _NoSpaceOs())  # a full disk: a trimmed file needs nothing more
-    reopened = offset_index(path)
+    reopened = offset_index(path, Disk().fill())  # a full disk: a trimmed file needs nothing more
     try:
         assert reopened.lookup(BASE) == OffsetPosition(BASE, 0)
     finally:

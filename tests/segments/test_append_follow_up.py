@@ -9,38 +9,44 @@ BaseException there used to fail an append whose bytes stayed in the file).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from seghelpers import batch, wait_until
 
-from seglog.indexes import OffsetIndex, abstract
+from seglog.indexes import OffsetIndex
 from seglog.indexes.abstract import AbstractIndex
 from seglog.indexes.errors import ClosedError
+from seglog.indexes.fileops import Buffer, FileOps
 from seglog.segments.segment import LogSegment
 
 
-class _GatedOs:
-    """Stands in for ``os`` inside indexes.abstract: prepare_ahead's pwrite waits for ``go``.
+class _GatedOps(FileOps):
+    """System calls whose pwrite into an ``.index`` file waits for ``go`` once ``armed``: prepare_ahead's.
 
     Models the worker thread being descheduled (or the pwrite being slow: it allocates blocks)
     just before its pwrite, while another thread changes the index.
     """
 
     def __init__(self) -> None:
+        self.armed = False
         self.entered = threading.Event()
         self.go = threading.Event()
+        self._paths: dict[int, str] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(os, name)
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        fd = super().open(path, flags, mode)
+        self._paths[fd] = path
+        return fd
 
-    def pwrite(self, fd: int, data: bytes, position: int) -> int:
-        self.entered.set()
-        assert self.go.wait(60)
-        return os.pwrite(fd, data, position)
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
+        if self.armed and self._paths.get(fd, "").endswith(".index"):
+            self.entered.set()
+            assert self.go.wait(60)
+        return super().pwritev(fd, buffers, position)
 
 
 class _WatchedLock:
@@ -72,13 +78,12 @@ def _watch_lock(index: AbstractIndex[Any]) -> _WatchedLock:
     return watched
 
 
-def _prepare_in_thread(index: AbstractIndex[Any], monkeypatch: pytest.MonkeyPatch) -> tuple[_GatedOs, threading.Thread]:
-    gated = _GatedOs()
-    monkeypatch.setattr(abstract, "os", gated)
+def _prepare_in_thread(index: AbstractIndex[Any], gated: _GatedOps) -> threading.Thread:
+    gated.armed = True
     worker = threading.Thread(target=index.prepare_ahead)
     worker.start()
     assert gated.entered.wait(60)  # the snapshot (start, end) is taken; the pwrite has not happened yet
-    return gated, worker
+    return worker
 
 
 def _run_beside_the_pwrite(other: threading.Thread, lock: _WatchedLock) -> None:
@@ -95,12 +100,13 @@ def test_prepare_ahead_never_zeroes_entries_a_concurrent_rebuild_wrote(
     # from a snapshot. A rebuild (reset() keeps the length, so no remap and no new generation) that
     # re-adds entries meanwhile - the read path's first-load check does exactly this in another
     # executor thread - got every entry at or after the snapshot's start overwritten with zeros.
-    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=1 << 20)
+    gated = _GatedOps()
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=1 << 20, ops=gated)
     try:
         for i in range(10):
             index.append(i, i * 100)
         lock = _watch_lock(index)
-        gated, worker = _prepare_in_thread(index, monkeypatch)
+        worker = _prepare_in_thread(index, gated)
 
         def rebuild() -> None:
             index.reset()  # rebuild: same length, same mapping
@@ -125,11 +131,12 @@ def test_prepare_ahead_never_regrows_an_index_trimmed_meanwhile(
     # close) still landed past the new end of file and extended it with 64 KiB of zeros. Reopened,
     # an existing index is taken as full of valid entries (Kafka's rule): 8,000+ zero "entries".
     path = tmp_path / "00000000000000000000.index"
-    index = OffsetIndex(path, 0, max_index_size=1 << 20)
+    gated = _GatedOps()
+    index = OffsetIndex(path, 0, max_index_size=1 << 20, ops=gated)
     for i in range(10):
         index.append(i, i * 100)
     lock = _watch_lock(index)
-    gated, worker = _prepare_in_thread(index, monkeypatch)
+    worker = _prepare_in_thread(index, gated)
     other = threading.Thread(target=index.close)  # trims to the 10 entries (what roll / close do)
     try:
         _run_beside_the_pwrite(other, lock)
@@ -222,8 +229,9 @@ async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
     # was taken for 8,192 entries. Now the pwrite holds the index lock, so the trim comes after it.
     import asyncio
 
+    gated = _GatedOps()
     segment = await LogSegment.open(
-        tmp_path, 0, max_index_size=1 << 20, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0
+        tmp_path, 0, max_index_size=1 << 20, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0, ops=gated
     )
     try:
         await segment.append([batch(0, "a")])
@@ -233,8 +241,7 @@ async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
         segment._offset_index.get()._prepared = segment._time_index.get()._prepared = 0
         offset = await segment.read_next_offset()
         lock = _watch_lock(segment._offset_index.get())
-        gated = _GatedOs()
-        monkeypatch.setattr(abstract, "os", gated)
+        gated.armed = True
         append = asyncio.ensure_future(segment.append([batch(offset, "e")]))
         assert await asyncio.to_thread(gated.entered.wait, 60)  # the offset index's prepare is at its pwrite
         closing = asyncio.ensure_future(segment.close())
@@ -247,7 +254,7 @@ async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
             await append
         await closing
     finally:
-        monkeypatch.undo()
+        gated.go.set()
         await segment.close()
     index_path = tmp_path / "00000000000000000000.index"
     assert index_path.stat().st_size % 8 == 0

@@ -269,7 +269,7 @@ async def test_power_loss_can_tear_the_unsynced_tail(tmp_path: Path) -> None:
 
 def test_failing_ops_refuses_unknown_operations() -> None:
     with pytest.raises(ValueError, match="no operation"):
-        FailingOps().fail("write")
+        FailingOps().fail("writev")
 
 
 def test_an_unclosed_file_warns_and_releases_its_descriptor(tmp_path: Path) -> None:
