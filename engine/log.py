@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 import warnings
 from bisect import bisect_left
@@ -55,17 +54,16 @@ from seglog.engine.errors import (
     ProducerError,
     RecordTooLargeError,
     SeglogError,
-    StorageError,
 )
 from seglog.engine.producer_state import (
     MAX_PRODUCER_EPOCH,
-    MAX_SNAPSHOT_BYTES,
     AppendCheck,
     BatchMetadata,
     ProducerStateManager,
     decode_snapshot,
     plan_snapshot_load,
     producer_fields_problem,
+    read_snapshot_file,
 )
 from seglog.engine.results import (
     EARLIEST_TIMESTAMP,
@@ -102,7 +100,6 @@ from seglog.segments.batch import (
 )
 from seglog.segments.fileio import (
     atomic_write,
-    default_ops,
     fsync_dir,
     in_thread,
     remove,
@@ -981,7 +978,7 @@ class PartitionLog:
         for offset in candidates:
             path = directory / snapshot_file_name(offset)
             try:
-                entries = decode_snapshot(await in_thread(_read_snapshot, path), offset)
+                entries = decode_snapshot(await in_thread(read_snapshot_file, path), offset)
             except CorruptSnapshotError as exc:
                 log.warning("%s: %s; ignored (deleted), the producer state is rebuilt from the log", path, exc)
                 if not self._read_only:
@@ -2093,31 +2090,6 @@ class PartitionLog:
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         if not getattr(self, "_closed", True):
             _warn(f"unclosed {self!r}", ResourceWarning, stacklevel=2, source=self)
-
-
-def _read_snapshot(path: Path) -> bytes:
-    """The bytes of a snapshot file (blocking); one too large to be one is refused before it is read.
-
-    Raises:
-        CorruptSnapshotError: larger than ``MAX_SNAPSHOT_BYTES``, or gone (removed under the open).
-        StorageError: the OS refused.
-    """
-    ops = default_ops()
-    try:
-        fd = ops.open(str(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError as exc:
-        raise CorruptSnapshotError("the file is gone") from exc
-    except OSError as exc:
-        raise StorageError(f"{path}: open failed: {exc.strerror or exc}") from exc
-    try:
-        size = ops.fstat_size(fd)
-        if size > MAX_SNAPSHOT_BYTES:
-            raise CorruptSnapshotError(f"{size} bytes, more than a snapshot can hold ({MAX_SNAPSHOT_BYTES})")
-        return bytes(ops.pread(fd, size, 0))
-    except OSError as exc:
-        raise StorageError(f"{path}: read failed: {exc.strerror or exc}") from exc
-    finally:
-        ops.close(fd)
 
 
 def log_task_failure(task: asyncio.Task[Any], *, where: str = "") -> None:

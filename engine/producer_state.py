@@ -32,10 +32,12 @@ Must not import: ``tools``, ``server``.
 from __future__ import annotations
 
 import enum
+import os
 import struct
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
@@ -46,9 +48,11 @@ from seglog.engine.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    StorageError,
     TransactionCoordinatorFencedError,
 )
 from seglog.segments.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+from seglog.segments.fileio import default_ops
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",
@@ -69,6 +73,7 @@ __all__ = [
     "increment_sequence",
     "plan_snapshot_load",
     "producer_fields_problem",
+    "read_snapshot_file",
 ]
 
 NUM_BATCHES_TO_RETAIN: Final = 5  # Kafka's: a producer has at most 5 requests in flight per partition
@@ -699,3 +704,28 @@ def decode_snapshot(data: bytes, offset: int) -> list[ProducerStateEntry]:
     if position != len(data):
         raise CorruptSnapshotError(f"{len(data) - position} bytes after the last producer entry")
     return entries
+
+
+def read_snapshot_file(path: Path) -> bytes:
+    """The bytes of a snapshot file (blocking); one too large to be one is refused before it is read.
+
+    Raises:
+        CorruptSnapshotError: larger than ``MAX_SNAPSHOT_BYTES``, or gone (removed under the open).
+        StorageError: the OS refused.
+    """
+    ops = default_ops()
+    try:
+        fd = ops.open(str(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError as exc:
+        raise CorruptSnapshotError("the file is gone") from exc
+    except OSError as exc:
+        raise StorageError(f"{path}: open failed: {exc.strerror or exc}") from exc
+    try:
+        size = ops.fstat_size(fd)
+        if size > MAX_SNAPSHOT_BYTES:
+            raise CorruptSnapshotError(f"{size} bytes, more than a snapshot can hold ({MAX_SNAPSHOT_BYTES})")
+        return bytes(ops.pread(fd, size, 0))
+    except OSError as exc:
+        raise StorageError(f"{path}: read failed: {exc.strerror or exc}") from exc
+    finally:
+        ops.close(fd)

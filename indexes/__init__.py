@@ -3,12 +3,15 @@
 Owns: ``OffsetIndex`` (``.index``), ``TimeIndex`` (``.timeindex``),
 ``TransactionIndex`` (``.txnindex``), ``LazyIndex``, their entry values
 (``OffsetPosition``, ``TimestampOffset``, ``AbortedTxn``), the warm-section
-binary search (``seglog.indexes.search``), and the root of the exception tree
-(``seglog.indexes.errors``).
+binary search (``seglog.indexes.search``), the root of the exception tree
+(``seglog.indexes.errors``), and ``FileOps`` (``seglog.indexes.fileops``): the
+system calls of every seglog file, one method each, the fault-injection seam
+the segment layer re-exports.
 
 Must not import: ``segments``, ``engine`` or ``tools`` (imports only point
-down). Indexes take plain values (path, base offset, max index size, writable)
-and never see a config object, a segment or a topic. Everything here is
+down). Indexes take plain values (path, base offset, max index size, writable,
+and the ``FileOps`` their file's calls go through) and never see a config
+object, a segment or a topic. Everything here is
 synchronous; the segment layer runs it on an executor thread when it touches
 the disk, and every index takes its own lock so that is safe.
 """

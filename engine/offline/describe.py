@@ -25,6 +25,7 @@ from seglog.engine.offline.listing import (
     read_topic_file,
 )
 from seglog.engine.offline.segment_scan import log_end_offset_of
+from seglog.segments.fileio import default_ops
 
 __all__ = [
     "LogDirInfo",
@@ -119,7 +120,7 @@ def describe_log_dir(log_dir: str | os.PathLike[str], *, topic: str | None = Non
     path = Path(log_dir)
     if topic is not None:
         validate_topic(topic)
-    if not path.is_dir():
+    if not default_ops().is_dir(str(path)):
         raise StorageError(f"{path}: no such log directory")
     recovery_points, _ = read_checkpoint(path, RECOVERY_POINT_CHECKPOINT)
     start_offsets, _ = read_checkpoint(path, LOG_START_OFFSET_CHECKPOINT)
@@ -130,7 +131,7 @@ def describe_log_dir(log_dir: str | os.PathLike[str], *, topic: str | None = Non
     ]
     return LogDirInfo(
         path=path,
-        clean_shutdown=(path / CLEAN_SHUTDOWN_FILE).exists(),
+        clean_shutdown=default_ops().exists(str(path / CLEAN_SHUTDOWN_FILE)),
         partitions=partitions,
         recovery_points=recovery_points,
         log_start_offsets=start_offsets,
@@ -146,9 +147,9 @@ def partition_view(log_dir: Path, topic: str, partition: int) -> tuple[Partition
         UnknownTopicOrPartitionError: no such partition directory.
     """
     directory = partition_path(log_dir, topic, partition)
-    if not log_dir.is_dir():
+    if not default_ops().is_dir(str(log_dir)):
         raise StorageError(f"{log_dir}: no such log directory")
-    if not directory.is_dir():
+    if not default_ops().is_dir(str(directory)):
         raise UnknownTopicOrPartitionError(f"{directory}: no such partition directory")
     start_offsets, _ = read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
     return describe_partition(directory, log_start_offsets=start_offsets), read_topic_file(directory)

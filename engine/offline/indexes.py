@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Final
 
 from seglog.engine.errors import StorageError
 from seglog.engine.offline.findings import INDEX_HINT, Check, Finding, Severity
+from seglog.engine.offline.listing import file_size
 from seglog.indexes.offset_index import OFFSET_ENTRY, OffsetPosition
 from seglog.indexes.time_index import NO_TIMESTAMP, TIME_ENTRY, TimestampOffset
 from seglog.indexes.transaction_index import ABORTED_TXN, ABORTED_TXN_VERSION, AbortedTxn
 from seglog.segments.batch import INT32_MAX
+from seglog.segments.fileio import read_small_file_sync
 from seglog.segments.files import TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, base_offset_of
 
 if TYPE_CHECKING:
@@ -45,26 +47,16 @@ __all__ = [
 MAX_INDEX_FILE_BYTES: Final = 1 << 30
 
 
-def _file_size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot stat: {exc}") from exc
-
-
 def _read_index_bytes(path: Path) -> bytes:
-    size = _file_size(path)
+    size = file_size(path)
     if size is None:
         raise StorageError(f"{path}: no such file")
     if size > MAX_INDEX_FILE_BYTES:
         raise StorageError(f"{path}: {size} bytes, larger than any index seglog writes ({MAX_INDEX_FILE_BYTES})")
-    try:
-        with open(path, "rb") as f:
-            return f.read(size)
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot read: {exc}") from exc
+    data = read_small_file_sync(path, max_bytes=size)
+    if data is None:
+        raise StorageError(f"{path}: no such file")
+    return data
 
 
 @dataclass(frozen=True, slots=True)

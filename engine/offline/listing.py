@@ -27,7 +27,7 @@ from seglog.engine.config import LogConfig
 from seglog.engine.errors import CorruptionError, InvalidConfigError, StorageError
 from seglog.engine.groups import GROUPS_DIR, StoreImage, read_store
 from seglog.engine.names import partition_dir_name
-from seglog.segments.fileio import SegmentFile, default_ops
+from seglog.segments.fileio import SegmentFile, default_ops, read_small_file_sync
 from seglog.segments.files import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -37,6 +37,7 @@ from seglog.segments.files import (
 from seglog.segments.reader import BatchReader
 
 __all__ = [
+    "file_size",
     "GROUPS_DIR",
     "SegmentInfo",
     "TopicMeta",
@@ -88,10 +89,17 @@ class SegmentInfo:
         return self.log_path.with_suffix(suffix)
 
 
-def _file_size(path: Path) -> int | None:
+def file_size(path: Path) -> int | None:
+    """The length of the regular file at ``path``, ``None`` if there is none (through the file layer).
+
+    Something else under the name (a directory) is ``None`` too: reading it is what reports it.
+
+    Raises:
+        StorageError: it cannot be ``stat``-ed.
+    """
     try:
-        return path.stat().st_size
-    except FileNotFoundError:
+        return default_ops().stat_size(str(path))
+    except (FileNotFoundError, IsADirectoryError):
         return None
     except OSError as exc:
         raise StorageError(f"{path}: cannot stat: {exc}") from exc
@@ -131,11 +139,11 @@ def list_segments(partition_dir: str | os.PathLike[str]) -> list[SegmentInfo]:
             SegmentInfo(
                 base_offset=seg.base_offset,
                 log_path=log_path,
-                size_bytes=_file_size(log_path) or 0,
+                size_bytes=file_size(log_path) or 0,
                 next_base_offset=listed[i + 1].base_offset if i + 1 < len(listed) else None,
-                index_bytes=_file_size(seg.path(directory, INDEX_SUFFIX)) if seg.has_offset_index else None,
-                time_index_bytes=_file_size(seg.path(directory, TIME_INDEX_SUFFIX)) if seg.has_time_index else None,
-                txn_index_bytes=_file_size(seg.path(directory, TXN_INDEX_SUFFIX)) if seg.has_txn_index else None,
+                index_bytes=file_size(seg.path(directory, INDEX_SUFFIX)) if seg.has_offset_index else None,
+                time_index_bytes=file_size(seg.path(directory, TIME_INDEX_SUFFIX)) if seg.has_time_index else None,
+                txn_index_bytes=file_size(seg.path(directory, TXN_INDEX_SUFFIX)) if seg.has_txn_index else None,
             )
         )
     return out
@@ -187,12 +195,12 @@ def read_topic_file(partition_dir: Path) -> TopicMeta:
     """The partition's ``topic.json``; Kafka's defaults (and ``problem``) when it is missing or unreadable."""
     path = partition_dir / TOPIC_FILE
     try:
-        raw = path.read_bytes() if path.stat().st_size <= _MAX_TOPIC_FILE_BYTES else None
-    except FileNotFoundError:
-        return TopicMeta(None, {}, LogConfig(), None)
-    except OSError as exc:
+        raw = read_small_file_sync(path, max_bytes=_MAX_TOPIC_FILE_BYTES + 1)
+    except StorageError as exc:
         return TopicMeta(None, {}, LogConfig(), f"cannot read: {exc}")
     if raw is None:
+        return TopicMeta(None, {}, LogConfig(), None)
+    if len(raw) > _MAX_TOPIC_FILE_BYTES:
         return TopicMeta(None, {}, LogConfig(), "larger than 1 MiB; not a topic file")
     try:
         meta = json.loads(raw)
@@ -226,11 +234,11 @@ def read_checkpoint(log_dir: Path, name: str) -> tuple[dict[tuple[str, int], int
     """``(offsets, problem)`` of a checkpoint file: offsets is ``None`` when it is missing or unreadable."""
     path = log_dir / name
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
+        data = read_small_file_sync(path)
+    except StorageError as exc:
         return None, f"cannot read: {exc}"
+    if data is None:
+        return None, None
     try:
         return parse_checkpoint(data, name=name), None
     except CorruptionError as exc:
@@ -287,7 +295,7 @@ def group_store(log_dir: str | os.PathLike[str]) -> StoreImage:
         StorageError: the log directory is missing, or its group store unreadable.
     """
     root = Path(log_dir)
-    if not root.is_dir():
+    if not default_ops().is_dir(str(root)):
         raise StorageError(f"{root}: no such log directory")
     return read_store(root)
 

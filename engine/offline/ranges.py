@@ -60,6 +60,7 @@ from seglog.engine.offline.transactions import partition_transactions
 from seglog.engine.results import ISOLATION_LEVELS, Isolation
 from seglog.segments.batch import BatchHeader, ScanStop
 from seglog.segments.columns import ColumnBuffers, RecordColumns, decode_buffers, decode_columns
+from seglog.segments.fileio import default_ops
 from seglog.segments.files import INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from seglog.segments.reader import BatchReader
 
@@ -143,11 +144,12 @@ def append_trace(path: str) -> TraceHook:
 
     def hook(event: dict[str, object]) -> None:
         line = (json.dumps(event, sort_keys=True) + "\n").encode()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        ops = default_ops()
+        fd = ops.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
-            os.write(fd, line)  # one write of < 4 KiB to an O_APPEND file is not interleaved
+            ops.write(fd, line)  # one write of < 4 KiB to an O_APPEND file is not interleaved
         finally:
-            os.close(fd)
+            ops.close(fd)
 
     return hook
 

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from seglog.engine.errors import CorruptSnapshotError, StorageError
 from seglog.engine.offline.findings import Check, Finding, Severity
-from seglog.engine.producer_state import MAX_SNAPSHOT_BYTES, ProducerStateEntry, decode_snapshot
+from seglog.engine.producer_state import ProducerStateEntry, decode_snapshot, read_snapshot_file
+from seglog.segments.fileio import default_ops
 from seglog.segments.files import list_partition_dir, snapshot_file_name, snapshot_offset_of
 
 __all__ = ["SnapshotDump", "dump_snapshot", "list_snapshots", "snapshot_findings"]
@@ -59,16 +60,15 @@ def dump_snapshot(path: str | os.PathLike[str]) -> SnapshotDump:
     if offset is None:
         raise StorageError(f"{p}: not a snapshot file name (<20-digit offset>.snapshot)")
     try:
-        with open(p, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_SNAPSHOT_BYTES:
-                return SnapshotDump(p, offset, size, problem=f"{size} bytes, more than a snapshot can hold "
-                                                               f"({MAX_SNAPSHOT_BYTES})")
-            data = f.read(size)
+        size = default_ops().stat_size(str(p))
     except FileNotFoundError as exc:
         raise StorageError(f"{p}: no such file") from exc
     except OSError as exc:
         raise StorageError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = read_snapshot_file(p)
+    except CorruptSnapshotError as exc:  # too large to be one, or removed under the read
+        return SnapshotDump(p, offset, size, problem=str(exc))
     try:
         return SnapshotDump(p, offset, len(data), decode_snapshot(data, offset))
     except CorruptSnapshotError as exc:

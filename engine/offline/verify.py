@@ -43,6 +43,7 @@ from seglog.engine.offline.listing import (
 from seglog.engine.offline.segment_scan import SegmentScan, log_end_offset_of, scan_segment, tail_findings
 from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots, snapshot_findings
 from seglog.indexes.transaction_index import ABORTED_TXN
+from seglog.segments.fileio import default_ops
 from seglog.segments.files import (
     FILE_NAME_DIGITS,
     INDEX_SUFFIX,
@@ -112,7 +113,7 @@ class _Verifier:
         newest = 0
         for suffix in SEGMENT_SUFFIXES:
             try:
-                newest = max(newest, seg.sibling(suffix).stat().st_mtime_ns // 1_000_000)
+                newest = max(newest, default_ops().mtime_ns(str(seg.sibling(suffix))) // 1_000_000)
             except OSError:
                 continue
         return newest >= self.since_ms
@@ -321,16 +322,19 @@ def verify(
         StorageError: ``path`` is not a directory or cannot be listed.
     """
     root = Path(path)
-    if not root.is_dir():
+    if not default_ops().is_dir(str(root)):
         raise StorageError(f"{root}: no such directory")
-    single = parse_partition_dir(root.name) is not None and not (root / RECOVERY_POINT_CHECKPOINT).exists() and any(
-        n.endswith(LOG_SUFFIX) for n in list_names(root)
+    ops = default_ops()
+    single = (
+        parse_partition_dir(root.name) is not None
+        and not ops.exists(str(root / RECOVERY_POINT_CHECKPOINT))
+        and any(n.endswith(LOG_SUFFIX) for n in list_names(root))
     )
     dirs = [root] if single else [d for _, d in partition_dirs(root)]
     verifier = _Verifier(on_progress, deep, since_ms)
     verifier.total = total_log_bytes(dirs, verifier.selected)
     log_dir = root.parent if single else root
-    clean_shutdown = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+    clean_shutdown = default_ops().exists(str(log_dir / CLEAN_SHUTDOWN_FILE))
     ranges: dict[tuple[str, int], tuple[int, int]] = {}
     for d in dirs:
         parsed = parse_partition_dir(d.name)
