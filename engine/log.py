@@ -591,8 +591,7 @@ class PartitionLog:
         else:
             head, body, header = self._encode(records)
             self._pending.append(_PendingAppend(head, body, header, header.size, future))
-        if self._writer is None:
-            self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
+        self._start_writer(loop)
         # If this caller is cancelled the future is cancelled with it; the writer
         # skips cancelled futures it has not taken yet, and a batch already taken
         # is written whole (its result is simply not delivered).
@@ -706,8 +705,7 @@ class PartitionLog:
         if not items:
             raise CorruptRecordError(f"{self.topic}-{self.partition}: append_encoded got no batch")
         self._pending.extend(items)  # no await since the first: the batches stay contiguous
-        if self._writer is None:
-            self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
+        self._start_writer(loop)
         results = await asyncio.gather(*futures)
         return AppendResult(
             first_offset=results[0].first_offset,
@@ -769,9 +767,13 @@ class PartitionLog:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
         self._pending.append(_PendingAppend(head, body, header, header.size, future))
+        self._start_writer(loop)
+        return await future
+
+    def _start_writer(self, loop: asyncio.AbstractEventLoop) -> None:
+        # The partition's one writer task takes every pending append, in order; started by the first.
         if self._writer is None:
             self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
-        return await future
 
     async def write_txn_marker(
         self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0
