@@ -707,11 +707,14 @@ async def load_partition(
 ) -> tuple[LoadedLog, PartitionRecovery]:
     """Recover (as :func:`plan_recovery` and :class:`RecoveryWalk` say) one partition's opened files.
 
-    Whatever is recovered is durable before this returns (recovered sealed
-    segments are fsynced, closed and opened again as a clean open opens them,
-    holding no descriptor). A read-only open recovers nothing and trusts the
-    files (a writer may be appending to them). Takes ownership of ``opened``:
-    on failure every segment of it is closed.
+    Recovered sealed segments are durable before this returns (fsynced,
+    closed and opened again as a clean open opens them, holding no
+    descriptor); a recovered active segment is not synced (Kafka's rule): the
+    recovery point handed over stays at or below its base offset, so the
+    partition's next flush syncs it and a crash before that recovers it
+    again. A read-only open recovers nothing and trusts the files (a writer
+    may be appending to them). Takes ownership of ``opened``: on failure
+    every segment of it is closed.
 
     Raises:
         UnknownTopicOrPartitionError: read-only, and the directory holds no segment.
@@ -739,8 +742,8 @@ async def load_partition(
             # an unclean stop, so that a segment in the wrong place is found before the point in doubt too.
             opened.facts = await in_thread(with_first_batches, opened)
             plan = plan_recovery(opened.facts, unclean=unclean, recovery_point=recovery_point, record=record)
-        recovery = await _walk(directory, config, plan, segments, topic=topic, partition=partition,
-                               log_start_checkpoint=log_start_checkpoint, now_ms=now_ms)
+        recovery, unflushed = await _walk(directory, config, plan, segments, topic=topic, partition=partition,
+                                          log_start_checkpoint=log_start_checkpoint, now_ms=now_ms)
         for note in recovery.notes:
             log.warning("%s: %s", directory, note)
         if recovery.new_segment_at is not None:
@@ -752,9 +755,13 @@ async def load_partition(
             if removed:
                 recovery = dataclasses.replace(recovery, removed_snapshots=tuple(removed))
         log.debug("%s: loaded %s", name, recovery)
+        end = recovery.log_end_offset
+        # Everything is durable up to the log end, but a recovered active segment: below it, or below the
+        # recovery point the files were durable to before the stop (Kafka keeps min(checkpoint, end)).
+        point = end if unflushed is None else min(end, max(unflushed, recovery_point or 0))
         scanned = [s.base_offset for s in recovery.segments if s.next_offset is not None]
-        return (LoadedLog(segments, recovery.log_start_offset, recovery.log_end_offset, recovery.log_end_offset,
-                          recovered=recovery.changes_anything, txn_index_from=min(scanned, default=None)),
+        return (LoadedLog(segments, recovery.log_start_offset, end, point, recovered=recovery.changes_anything,
+                          txn_index_from=min(scanned, default=None)),
                 recovery)
     except BaseException:
         for segment in segments.values():
@@ -835,8 +842,12 @@ async def _walk(
     partition: int,
     log_start_checkpoint: int | None,
     now_ms: int,
-) -> PartitionRecovery:
-    """Drive a :class:`RecoveryWalk` over opened segments: scan, cut, set aside, delete; make it durable."""
+) -> tuple[PartitionRecovery, int | None]:
+    """Drive a :class:`RecoveryWalk` over opened segments: scan, cut, set aside, delete; make it durable.
+
+    Returns the recovery and, when the active segment was recovered, its base
+    offset: the one recovered segment not fsynced here (below).
+    """
     walk = RecoveryWalk(plan)
     listed = plan.facts.segments
     probed = plan.facts.first_batches  # read when the files were opened (after an unclean stop): not again
@@ -883,18 +894,25 @@ async def _walk(
                 log.warning("%s: deleting segment %d: %s", directory, done.base_offset, done.reason)
                 await segment.delete()
     active = segments.active_segment
+    unflushed: int | None = None
     for segment in recovered:
         if segment.base_offset not in segments:
             continue
-        # Recovered bytes may still be only in the page cache: durable before the partition is used.
+        if segment is active:
+            # Kafka's rule: not fsynced at open. The recovery point stays at or below its base offset
+            # (load_partition), so the partition's next flush (a roll, flush.ms, fsync appends, the
+            # clean close) syncs it, and a crash before that recovers it again.
+            unflushed = segment.base_offset
+            continue
+        # Recovered bytes may still be only in the page cache: durable before the partition is used
+        # (a sealed segment is released below, and no later flush of the partition would reach it).
         await segment.flush()
-        if segment is not active:
-            # A recovered sealed segment holds three descriptors (its .log, and the one Python's mmap
-            # keeps per mapped index): 10,000 of them exhausted a 20,000 ulimit. Close it, and open it
-            # again as a clean open opens a sealed segment (nothing mapped, the .log opened by its first read).
-            await segment.close()
-            segments.add(await _reopen_sealed(directory, config, segment.base_offset, now_ms))
-    return recovery
+        # A recovered sealed segment holds three descriptors (its .log, and the one Python's mmap
+        # keeps per mapped index): 10,000 of them exhausted a 20,000 ulimit. Close it, and open it
+        # again as a clean open opens a sealed segment (nothing mapped, the .log opened by its first read).
+        await segment.close()
+        segments.add(await _reopen_sealed(directory, config, segment.base_offset, now_ms))
+    return recovery, unflushed
 
 
 async def _next_offset_or_none(segment: LogSegment) -> int | None:
