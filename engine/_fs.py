@@ -139,23 +139,32 @@ def read_small(path: Path, ops: FileOps | None = None) -> bytes | None:
 
 
 def describe_topics(
-    path: Path, entries: LogDirEntries, skip: Collection[str] = (), *, ops: FileOps | None = None
+    path: Path, entries: LogDirEntries, skip: Collection[str] = (), *, strict: bool, ops: FileOps | None = None
 ) -> dict[tuple[str, int], bytes]:
     """One ``topic.json`` per topic not in ``skip``: of its lowest partition that has one (they all hold the same).
 
-    A partition whose file is missing or unreadable (not written yet, or its
-    directory went meanwhile) is passed over for the next one.
+    A partition without the file is passed over for the next one. One that
+    cannot be read raises with ``strict`` (the open); without (a follower,
+    whose writer may be creating or deleting the directory meanwhile) it is
+    passed over too.
+
+    Raises:
+        StorageError: with ``strict``, a ``topic.json`` exists but cannot be read.
     """
     described: dict[tuple[str, int], bytes] = {}
     topics: set[str] = set()
     for topic, partition in sorted(entries.partition_dirs):
         if topic in skip or topic in topics:
             continue
-        with contextlib.suppress(StorageError):
+        try:
             meta = read_small(path / entries.partition_dirs[(topic, partition)] / TOPIC_FILE, ops)
-            if meta is not None:
-                described[(topic, partition)] = meta
-                topics.add(topic)
+        except StorageError:
+            if strict:
+                raise
+            continue
+        if meta is not None:
+            described[(topic, partition)] = meta
+            topics.add(topic)
     return described
 
 
@@ -181,7 +190,7 @@ def _scan(path: Path, create: bool) -> LogDirListing:
                 listing.files[name] = data
                 listing.empty = False
     listing.partition_dirs = dict.fromkeys(entries.partition_dirs)
-    listing.partition_dirs.update(describe_topics(path, entries, ops=ops))
+    listing.partition_dirs.update(describe_topics(path, entries, strict=True, ops=ops))
     if entries.partition_dirs:
         listing.empty = False
     return listing

@@ -208,7 +208,7 @@ def _list_log_dir(path: Path, known_topics: set[str]) -> _fs.LogDirListing:
         data = _fs.read_small(path / LOG_START_OFFSET_CHECKPOINT)
         if data is not None:
             listing.files[LOG_START_OFFSET_CHECKPOINT] = data
-    listing.partition_dirs.update(_fs.describe_topics(path, entries, known_topics))
+    listing.partition_dirs.update(_fs.describe_topics(path, entries, known_topics, strict=False))
     return listing
 
 

@@ -36,8 +36,9 @@ class FileOps:
     The default implementation calls ``os`` directly. A test subclasses it and
     overrides a method to raise ``OSError(errno.ENOSPC, ...)``, write only part
     of the data, or keep writes in a buffer until ``fdatasync``. Methods are
-    called from executor threads (and ``preadv_nowait`` from the event loop),
-    so an implementation must be thread-safe.
+    called from executor threads (and ``preadv_nowait`` from the event loop, as
+    are an index's allocation calls in the rare case an entry meets a slot
+    nobody reserved), so an implementation must be thread-safe.
     """
 
     def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
