@@ -54,3 +54,16 @@ async def test_the_open_the_follower_and_the_offline_tools_list_through_the_file
         with pytest.raises(errors.StorageError, match="cannot read the log directory"):
             async with Engine.open(tmp_path):
                 pass
+
+
+async def test_the_open_refuses_a_topic_file_it_cannot_read_and_the_follower_looks_again_later(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t", partitions=2)
+    ops = FailingOps()
+    ops.fail("open", errno.EACCES, times=None, path_contains="topic.json")
+    with use_ops(ops):
+        with pytest.raises(errors.StorageError, match="topic.json"):
+            async with Engine.open(tmp_path):
+                pass
+        # A follower's writer may be creating the directory right now: the topic is left for a later look.
+        assert _list_log_dir(tmp_path, set()).partition_dirs == {("t", 0): None, ("t", 1): None}
