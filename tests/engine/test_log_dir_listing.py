@@ -62,7 +62,7 @@ async def test_the_open_refuses_a_topic_file_it_cannot_read_and_the_follower_loo
     ops = FailingOps()
     ops.fail("open", errno.EACCES, times=None, path_contains="topic.json")
     with use_ops(ops):
-        with pytest.raises(errors.StorageError, match="topic.json"):
+        with pytest.raises(errors.StorageError, match=r"topic\.json"):
             async with Engine.open(tmp_path):
                 pass
         # A follower's writer may be creating the directory right now: the topic is left for a later look.
