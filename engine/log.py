@@ -771,7 +771,7 @@ class PartitionLog:
         return await future
 
     def _start_writer(self, loop: asyncio.AbstractEventLoop) -> None:
-        # The partition's one writer task takes every pending append, in order; started by the first.
+        # The partition's one writer task takes every pending append (and marker), in order; started by the first.
         if self._writer is None:
             self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
 
@@ -827,8 +827,7 @@ class PartitionLog:
         self._pending.append(
             _PendingAppend(head, body, header, header.size, future, marker=(commit, coordinator_epoch))
         )
-        if self._writer is None:
-            self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
+        self._start_writer(loop)
         return (await future).first_offset
 
     async def _write_pending(self) -> None:
