@@ -522,26 +522,40 @@ class Follower:
             await self._drop_partition(key)
             self._mark(None, True)  # a new incarnation of the topic may be there: the log dir pass adds it
             return False
-        segments = plog._segments
-        for base in look.removed:
-            gone = segments.remove(base)
-            if gone is not None:
-                self._retire(gone, plog.config.file_delete_delay_ms)
-        for segment, scan in look.scans:
-            if segments.get(segment.base_offset) is segment:
-                segment.apply_follow(scan)
-        for fresh in look.opened:
-            replaced = segments.add(fresh)
-            if replaced is not None:
-                self._retire(replaced, plog.config.file_delete_delay_ms)
-        if segments.is_empty:  # everything listed was removed meanwhile: the next pass decides
-            self._mark(key, True)
-            return False
-        active = segments.active_segment
-        assert active is not None
-        end = await active.read_next_offset()  # known (validated): no I/O
-        moved = end != plog._log_end_offset
-        plog._log_end_offset = end
+        # Under the partition's lock, which a first load of the producer state (a read_committed
+        # read's) holds from its start to its end: the segments and the end it loads from stay put.
+        async with plog._lock:
+            if plog.closed:  # closed while this waited for the lock
+                await in_thread(_close_in_thread, look.opened)  # type: ignore[unreachable]
+                return False
+            segments = plog._segments
+            if look.removed or any(segments.get(fresh.base_offset) is not None for fresh in look.opened):
+                # Segments deleted or replaced under the view (retention, another writer's recovery):
+                # the producer state is reloaded from the files on its next use.
+                plog._producers_loaded = False
+            for base in look.removed:
+                gone = segments.remove(base)
+                if gone is not None:
+                    self._retire(gone, plog.config.file_delete_delay_ms)
+            for segment, scan in look.scans:
+                if segments.get(segment.base_offset) is segment:
+                    segment.apply_follow(scan)
+            for fresh in look.opened:
+                replaced = segments.add(fresh)
+                if replaced is not None:
+                    self._retire(replaced, plog.config.file_delete_delay_ms)
+            if segments.is_empty:  # everything listed was removed meanwhile: the next pass decides
+                self._mark(key, True)
+                return False
+            active = segments.active_segment
+            assert active is not None
+            end = await active.read_next_offset()  # known (validated): no I/O
+            moved = end != plog._log_end_offset
+            # A loaded producer state is replayed over what grew before the new end is visible: the
+            # last stable offset must never run ahead of it (a transaction the writer opened past the
+            # old end would read as committed). Kafka's follower replicas update theirs as they append.
+            await plog._follow_producers(end)
+            plog._log_end_offset = end
         plog._recovery_point = end  # nothing to flush in a read-only view
         moved = self._apply_log_start(key, plog) or moved
         if moved:

@@ -1019,41 +1019,84 @@ class PartitionLog:
         abort). The aborts at or after ``rebuild_from`` are appended to their
         segment's ``.txnindex`` (recovery emptied it; Kafka's ``LogSegment.recover``).
         """
+        rebuilt: dict[LogSegment, list[AbortedTxn]] = {}
+
+        def on_marker(segment: LogSegment, header: BatchHeader, marker: ControlRecord) -> None:
+            aborted = _load_marker(producers, header, marker)
+            if aborted is not None and rebuild_from is not None and header.base_offset >= rebuild_from:
+                rebuilt.setdefault(segment, []).append(aborted)
+
+        # load_batch runs in the read's thread: nothing else uses ``producers`` yet.
+        await self._walk_batches(start, end, partial(_load_batch, producers), on_marker)
+        for segment, txns in rebuilt.items():
+            await segment.append_aborted_txns(txns, fsync=True)
+
+    async def _walk_batches(
+        self,
+        start: int,
+        end: int,
+        on_batch: Callable[[BatchHeader], None],
+        on_marker: Callable[[LogSegment, BatchHeader, ControlRecord], None],
+    ) -> None:
+        """Visit the batch headers of ``[start, end)`` in order: ``on_batch`` for data, ``on_marker`` for markers.
+
+        ``on_batch`` runs in the read's thread (or on the loop when the page
+        cache holds the bytes); ``on_marker`` on the loop, with the marker's
+        record read back and checked.
+        """
 
         class MarkerFound(Exception):  # stops the header walk at a marker: its record decides the state
             def __init__(self, header: BatchHeader) -> None:
                 super().__init__()
                 self.header = header
 
-        def visit(header: BatchHeader) -> None:  # in the read's thread; nothing else uses producers yet
+        def visit(header: BatchHeader) -> None:
             if header.is_control:
                 raise MarkerFound(header)
-            producers.load_batch(
-                header.producer_id, header.producer_epoch, header.base_sequence, header.base_offset,
-                header.last_offset_delta, header.max_timestamp, is_transactional=header.is_transactional,
-            )
+            on_batch(header)
 
         for segment in self._segments.values(start, end):
             position = max(start, segment.base_offset)
-            rebuilt: list[AbortedTxn] = []
             while position < end:
                 try:
                     await segment.visit_batch_headers(position, end, visit)
                 except MarkerFound as found:
                     header = found.header
-                    marker = await _read_marker(segment, header)
-                    completed, lso = producers.load_marker(
-                        header.producer_id, header.producer_epoch, header.base_offset, header.max_timestamp,
-                        commit=marker.commit, coordinator_epoch=marker.coordinator_epoch,
-                    )
-                    if completed.is_aborted and rebuild_from is not None and header.base_offset >= rebuild_from:
-                        rebuilt.append(AbortedTxn(completed.producer_id, completed.first_offset,
-                                                  completed.last_offset, lso))
+                    on_marker(segment, header, await _read_marker(segment, header))
                     position = header.next_offset
                     continue
                 break
-            if rebuilt:
-                await segment.append_aborted_txns(rebuilt, fsync=True)
+
+    async def _follow_producers(self, end: int) -> None:
+        """A read-only view's producer state and aborted transactions brought to ``end`` (the follower's find).
+
+        The caller publishes ``end`` as the log end only after this returns, so
+        that the last stable offset never runs ahead of what was replayed (a
+        transaction the writer opened past the old end would otherwise read as
+        committed). The headers are gathered first and applied on the loop in
+        one step: a reader never sees half a replay. Lock held by the caller.
+        """
+        start = self._log_end_offset
+        if not self._producers_loaded or end == start:
+            return
+        if end < start:  # the writer's recovery cut the log: the state is reloaded from the files on next use
+            self._producers_loaded = False
+            return
+        found: list[tuple[BatchHeader, ControlRecord | None]] = []
+        try:
+            await self._walk_batches(start, end, lambda header: found.append((header, None)),
+                                     lambda _segment, header, marker: found.append((header, marker)))
+        except SeglogError as exc:  # the reload on next use reports it to the reader that needs the state
+            log.warning("%s-%d: producer state not followed past %d: %s", self.topic, self.partition, start, exc)
+            self._producers_loaded = False
+            return
+        producers = self._producers
+        for header, marker in found:
+            if marker is None:
+                _load_batch(producers, header)
+            elif (aborted := _load_marker(producers, header, marker)) is not None:
+                self._aborted.append(aborted)
+        producers.map_end_offset = end
 
     def _admit(self, group: list[_PendingAppend]) -> list[_PendingAppend]:
         """``group`` without the producers' batches that are retries or refused (lock held).
@@ -2146,6 +2189,25 @@ def _read_batches(buf: bytes, offset: int, max_bytes: int) -> list[Record]:
             break
         stop += following
     return decode_batches(view[position:stop], start_offset=offset, max_batch_bytes=stop - position)
+
+
+def _load_batch(producers: ProducerStateManager, header: BatchHeader) -> None:
+    """A data batch read back from the log, into ``producers``."""
+    producers.load_batch(
+        header.producer_id, header.producer_epoch, header.base_sequence, header.base_offset,
+        header.last_offset_delta, header.max_timestamp, is_transactional=header.is_transactional,
+    )
+
+
+def _load_marker(producers: ProducerStateManager, header: BatchHeader, marker: ControlRecord) -> AbortedTxn | None:
+    """A marker read back from the log, into ``producers``; the aborted transaction it ends, if an abort."""
+    completed, lso = producers.load_marker(
+        header.producer_id, header.producer_epoch, header.base_offset, header.max_timestamp,
+        commit=marker.commit, coordinator_epoch=marker.coordinator_epoch,
+    )
+    if not completed.is_aborted:
+        return None
+    return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso)
 
 
 async def _read_marker(segment: LogSegment, header: BatchHeader) -> ControlRecord:

@@ -389,3 +389,42 @@ async def test_a_segment_sealed_while_the_follower_is_behind_is_read_to_its_end(
                 seen += [r.value for r in got.records]
                 offset = got.next_offset
             assert seen == values(50)
+
+
+async def test_a_follower_keeps_read_committed_below_transactions_the_writer_opens_after_it_loaded(
+    tmp_path: Path,
+) -> None:
+    # The follower loads its producer state (the first read_committed read), then the writer opens
+    # a transaction: the follower's last stable offset must stop at it, and the records of the
+    # transaction appear to read_committed only once committed, never when aborted.
+    async with writer_process(tmp_path) as writer:
+        await writer.call("create", "t", 1, None)
+        await writer.call("append", "t", 0, values(3), [1000] * 3)
+        async with Engine.open(tmp_path, read_only=True) as follower:
+            plog = follower.log("t")
+            assert [r.offset for r in (await plog.read(0, isolation="read_committed")).records] == [0, 1, 2]
+            assert plog.last_stable_offset == 3
+
+            await writer.call("txn_begin", "tx")
+            assert await writer.call("txn_append", "tx", "t", 0, values(2, 3)) == (3, 4)
+            await caught_up(lambda: plog.log_end_offset == 5, "log end 5 (an open transaction)")
+            assert plog.last_stable_offset == 3
+            got = await plog.read(0, isolation="read_committed")
+            assert [r.offset for r in got.records] == [0, 1, 2]
+
+            await writer.call("txn_end", "tx", False)  # abort: its marker at 5
+            await caught_up(lambda: plog.log_end_offset == 6, "log end 6 (the abort marker)")
+            assert plog.last_stable_offset == 6
+            assert [(t.producer_id, t.first_offset) for t in plog.aborted_transactions(0, 6)] == [
+                (plog.aborted_transactions(0, 6)[0].producer_id, 3)
+            ]
+            got = await plog.read(3, isolation="read_committed")
+            assert got.records == [] and got.next_offset == 6
+
+            await writer.call("txn_begin", "tx")
+            assert await writer.call("txn_append", "tx", "t", 0, values(2, 6)) == (6, 7)
+            await writer.call("txn_end", "tx", True)  # commit: its marker at 8
+            await caught_up(lambda: plog.log_end_offset == 9, "log end 9 (the commit marker)")
+            assert plog.last_stable_offset == 9
+            got = await plog.read(3, isolation="read_committed")
+            assert [(r.offset, r.value) for r in got.records] == list(enumerate(values(2, 6), 6))

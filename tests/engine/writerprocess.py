@@ -26,6 +26,7 @@ def _serve(conn: Connection, directory: str, config: dict[str, Any]) -> None:
     async def main() -> None:
         engine = await Engine.open(directory, LogConfig(**config), retention_check_interval_ms=3_600_000)
         conn.send(("ok", None))
+        transactions: dict[str, Any] = {}
         try:
             while True:
                 try:
@@ -51,6 +52,21 @@ def _serve(conn: Connection, directory: str, config: dict[str, Any]) -> None:
                         for v, t in zip(values, timestamps, strict=True):
                             await plog.append([Record(v, timestamp=t)])
                         result = plog.log_end_offset
+                    elif command == "txn_begin":  # a native transaction, left open until "txn_end"
+                        txn = engine.transaction(args[0])
+                        await txn.begin()
+                        transactions[args[0]] = txn
+                        result = None
+                    elif command == "txn_append":
+                        transactional_id, topic, partition, values = args
+                        appended = await transactions[transactional_id].append(
+                            topic, partition, [Record(v) for v in values])
+                        result = (appended.first_offset, appended.last_offset)
+                    elif command == "txn_end":
+                        transactional_id, commit = args
+                        txn = transactions.pop(transactional_id)
+                        await (txn.commit() if commit else txn.abort())
+                        result = None
                     elif command == "roll":
                         await engine.log(*args).roll()
                         result = engine.log(*args).segment_count
