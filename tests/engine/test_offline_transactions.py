@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record, offline
+from seglog.engine.offline import transactions as offline_transactions
 from seglog.engine.errors import InvalidRecordError
 from seglog.indexes.transaction_index import AbortedTxn
 
@@ -101,3 +103,62 @@ async def test_without_transactions_read_committed_reads_what_read_uncommitted_d
 def test_an_unknown_isolation_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidRecordError, match="read_committed"):
         offline.plan_partition(tmp_path, "t", 0, isolation="committed")  # type: ignore[arg-type]
+
+
+async def test_each_read_resumes_where_the_last_walk_ended_and_agrees_with_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Spark stream asks at every trigger: the walk must not start over from the last snapshot
+    # (the whole active segment) each time, and what it finds must be what the engine says.
+    starts: list[tuple[int, int]] = []
+    real_reader = offline_transactions.segment_reader
+
+    def spy(log: object, base_offset: int, max_batch_bytes: int, **options: Any) -> Any:
+        starts.append((base_offset, options["start"]))
+        return real_reader(log, base_offset, max_batch_bytes, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(offline_transactions, "segment_reader", spy)
+    async with Engine.open(tmp_path, LogConfig(segment_bytes=1 << 20)) as engine:
+        await engine.create_topic("t")
+        log = engine.log("t")
+        steps = [
+            lambda: log.append([Record(b"p")]),
+            lambda: _txn(log, A, 0, "a1", "a2"),
+            lambda: _txn(log, B, 0, "b1"),
+            lambda: log.append([Record(b"p")]),
+            lambda: log.write_txn_marker(A, 0, commit=True),
+            lambda: _txn(log, B, 1, "b2"),
+            lambda: log.write_txn_marker(B, 0, commit=False),
+            lambda: _txn(log, C, 0, "c1"),
+            lambda: log.roll(),
+            lambda: _txn(log, C, 1, "c2"),
+            lambda: log.write_txn_marker(C, 0, commit=False),
+            lambda: log.append([Record(b"p")]),
+        ]
+        resumed = 0
+        for step in steps:
+            await step()
+            starts.clear()
+            txns = offline.partition_transactions(tmp_path, "t", 0)
+            end = log.log_end_offset
+            assert (txns.log_end_offset, txns.last_stable_offset) == (end, log.last_stable_offset)
+            assert [(t.producer_id, t.first_offset) for t in txns.aborted] == [
+                (t.producer_id, t.first_offset) for t in log.aborted_transactions(0, end)]
+            if starts and starts[0][1] > 0:
+                resumed += 1
+        assert resumed >= 8  # every step but the first walks on from the last batch read (and the roll's)
+
+
+async def test_a_partition_rewritten_since_the_last_read_is_walked_again(tmp_path: Path) -> None:
+    # The cache is keyed by the directory: a topic deleted and created again under the same name
+    # has other batches at the positions the last walk read, which must not be taken for them.
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t")
+        await _txn(engine.log("t"), A, 0, "a1", "a2")
+        txns = offline.partition_transactions(tmp_path, "t", 0)
+        assert (txns.last_stable_offset, txns.open) == (0, {A: 0})
+        await engine.delete_topic("t")
+        await engine.create_topic("t")
+        await engine.log("t").append([Record(b"plain-%d" % i) for i in range(4)])
+        txns = offline.partition_transactions(tmp_path, "t", 0)
+        assert (txns.log_end_offset, txns.last_stable_offset, txns.open) == (4, 4, {})
