@@ -18,7 +18,9 @@ is not a transaction marker is a ``CorruptRecordError``.
 
 The replay reads the headers (and markers) of every batch after the newest
 snapshot: after a clean close that is nothing (the close writes one at the
-log end), on a live directory the batches since the last roll.
+log end), on a live directory the batches since the last roll. A later call
+for the same partition in the same process walks on from where the last one
+ended, once the files show that what it read is still there.
 
 Must not import: ``tools``; nor ``seglog.engine.engine`` / ``seglog.engine.log`` /
 ``seglog.engine.loader``.
