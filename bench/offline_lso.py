@@ -1,4 +1,4 @@
-"""The cost of ``offline.partition_transactions`` (read_committed planning) on a live directory, first and later looks.
+"""What an offline reader (the Spark source's plan) pays to look at a live partition: its LSO and its log end.
 
     .venv/bin/python bench/offline_lso.py [--batches 20000] [--more 100] [--looks 5] [DIR]
 
@@ -8,7 +8,11 @@ batch), then the first look is timed; then ``--looks`` times: ``--more``
 batches are appended and a look timed. The first look walks every batch
 header of the active segment; a later one walks on from where the previous
 ended (the Spark source's driver looks at every trigger). Prints the first
-look, the median of the later ones, and their ratio. Never run by pytest.
+look, the median of the later ones, and their ratio. Then, on the same
+directory, ``offline.log_end_offset`` (a binary search over a few slots of the
+active segment's preallocated offset index, then a walk from that entry)
+beside ``offline.dump_index`` of that index (reading every slot: what finding
+the last entry cost before), interleaved, medians. Never run by pytest.
 """
 
 from __future__ import annotations
@@ -40,9 +44,20 @@ async def main(directory: Path, batches: int, more: int, looks: int) -> None:
             found = offline.partition_transactions(directory, "t", 0)
             later.append(time.perf_counter() - started)
             assert found.last_stable_offset == log.log_end_offset
+        index = directory / "t-0" / f"{0:020d}.index"
+        probe, full = [], []
+        for _ in range(looks):
+            started = time.perf_counter()
+            assert offline.log_end_offset(directory, "t", 0) == log.log_end_offset
+            probe.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            offline.dump_index(index)
+            full.append(time.perf_counter() - started)
     median = statistics.median(later)
     print(f"active segment of {batches:,} batches: first look {first * 1e3:.1f} ms; "
           f"after {more} more batches: median {median * 1e3:.2f} ms over {looks} looks; ratio {median / first:.4f}")
+    p, f = statistics.median(probe), statistics.median(full)
+    print(f"log_end_offset {p * 1e3:.2f} ms; reading the whole index {f * 1e3:.2f} ms; ratio {p / f:.3f}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import os
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,12 +27,12 @@ from typing import Final, NamedTuple
 
 from seglog.engine.errors import StorageError
 from seglog.engine.offline.findings import LOG_HINT, Check, Finding, Severity
-from seglog.engine.offline.indexes import dump_index
 from seglog.engine.offline.listing import SegmentInfo, open_log, segment_reader
+from seglog.indexes.offset_index import OFFSET_ENTRY
 from seglog.indexes.time_index import NO_TIMESTAMP
 from seglog.segments.batch import HEADER_SIZE, BatchHeader, ScanStop, header_problem, read_header, time_entry_problem
 from seglog.segments.errors import CorruptRecordError
-from seglog.segments.fileio import SegmentFile
+from seglog.segments.fileio import SegmentFile, default_ops
 from seglog.segments.files import INDEX_SUFFIX, base_offset_of
 from seglog.segments.reader import CHUNK_BYTES, BatchReader
 
@@ -230,18 +230,64 @@ def trusted_index_position(seg: SegmentInfo, target: int | None, max_batch_bytes
     if not seg.index_bytes:
         return 0, seg.base_offset
     try:
-        entries = dump_index(seg.sibling(INDEX_SUFFIX), base_offset=seg.base_offset).entries
-    except StorageError:
+        entry = _index_floor(seg.sibling(INDEX_SUFFIX), seg.base_offset, target)
+    except OSError:
         return 0, seg.base_offset
-    keys = [e[0] for e in entries]
-    slot = len(entries) - 1 if target is None else bisect_right(keys, target) - 1
-    if slot < 0:
+    if entry is None:
         return 0, seg.base_offset
-    offset, position = entries[slot]
+    offset, position = entry
     header = batch_at(seg, position, max_batch_bytes)
     if header is not None and header.base_offset <= offset <= header.last_offset:
         return position, header.base_offset
     return 0, seg.base_offset
+
+
+def _index_floor(path: Path, base_offset: int, target: int | None) -> tuple[int, int] | None:
+    """The offset index's last entry at or below ``target`` (``None``: its last entry), by binary search.
+
+    Reads a few slots with ``pread`` (about 2 log2(slots)), never the whole
+    file: a live segment's index is preallocated (10 MiB by default) and an
+    offline reader looks at it at every plan. The written entries are the
+    slots before the first all-zero one (the first batch of a segment is never
+    indexed, so no real entry is ``(0, 0)``). An index that breaks that rule
+    gives some entry, which the caller checks against the batch it names.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    ops = default_ops()
+    fd = ops.open(str(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        slots = ops.fstat_size(fd) // OFFSET_ENTRY.size
+
+        def slot(i: int) -> tuple[int, int] | None:
+            data = ops.pread(fd, OFFSET_ENTRY.size, i * OFFSET_ENTRY.size)
+            if len(data) < OFFSET_ENTRY.size:  # cut under us (a writer trimming it at close)
+                return None
+            relative, position = OFFSET_ENTRY.unpack(data)
+            return None if relative == position == 0 else (base_offset + relative, position)
+
+        lo, hi = 0, slots  # the first empty slot
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if slot(mid) is None:
+                hi = mid
+            else:
+                lo = mid + 1
+        written = lo
+        if target is None:
+            return slot(written - 1) if written else None
+        lo, hi = 0, written  # the first entry above target
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = slot(mid)
+            if entry is None or entry[0] > target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return slot(lo - 1) if lo else None
+    finally:
+        ops.close(fd)
 
 
 def time_entry_holds(seg: SegmentInfo, entry: tuple[int, int], max_batch_bytes: int) -> bool:
