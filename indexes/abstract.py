@@ -25,6 +25,7 @@ from typing import ClassVar, Final, Generic, Self, TypeVar
 from seglog.indexes.errors import (
     ClosedError,
     CorruptIndexError,
+    FileReplacedError,
     IndexOffsetOverflowError,
     InvalidIndexSizeError,
     ReadOnlyIndexError,
@@ -32,6 +33,7 @@ from seglog.indexes.errors import (
     StorageError,
 )
 from seglog.indexes.fileops import FILE_MODE, FileOps, default_ops
+from seglog.indexes.handles import open_file_budget
 from seglog.indexes.search import largest_lower_bound, native_column
 
 __all__ = [
@@ -267,6 +269,15 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
     anything is written instead of killing the process with ``SIGBUS``. An
     existing writable file with holes is allocated whole before it is mapped.
 
+    Open-file budget: a writable index's mapping holds a descriptor (CPython's
+    ``mmap`` keeps a duplicate), counted by the process's
+    :func:`~seglog.indexes.handles.open_file_budget`. When the lock is free the
+    budget may unmap it (:meth:`release_handle`); the mirror is built first and
+    kept, so lookups never need the mapping again, and the next call that
+    reads or writes slots maps the file again (:meth:`reserve` does it in the
+    append's worker thread), after checking that the path still names the same
+    file with the same length (:class:`FileReplacedError` otherwise).
+
     Concurrency: every method takes one lock (``threading.RLock``; ``reserve``
     holds it while it allocates), so an index may be used from several threads
     (the event loop and executor threads); a lookup holds it for about a
@@ -307,6 +318,10 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         # Bytes of the current mapping's file known to be written (not a hole): see prepare_ahead.
         self._prepared = 0
         self._closed = True  # until the mapping exists, __del__ has nothing to report
+        # The mapping was given back to the open-file budget: the next use of the slots maps it again.
+        self._released = False
+        self.handle_used = True  # set by every use of the mapping; the budget's sweep clears it
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the mapped file
         self._path = Path(path)
         self._base_offset = base_offset
         self._max_index_size = max_index_size
@@ -332,6 +347,8 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             elif writable:
                 self._allocate_existing(fd)
             self._mm, self._length = self._map(fd)
+            if isinstance(self._mm, mmap.mmap):
+                self._identity = ops.fstat_identity(fd)
         except OSError as exc:
             raise StorageError(f"{self._path}: cannot size or map index file: {exc}") from exc
         finally:
@@ -348,6 +365,8 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             self._entries = _entries_before_zero_tail(self._mm, self._entries, self.entry_size)
         self._reload_last()
         self._closed = False
+        if isinstance(self._mm, mmap.mmap):
+            open_file_budget().opened(self)
 
     # -- helpers for subclasses -------------------------------------------------
 
@@ -432,8 +451,67 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
 
     def _relative_offset_at(self, slot: int) -> int:
         key, field = self._offset_column
-        relative: int = key.unpack_from(self._mm, slot * self.entry_size + field)[0]
+        relative: int = key.unpack_from(self._view(), slot * self.entry_size + field)[0]
         return relative
+
+    def _view(self) -> mmap.mmap | bytes:
+        """The mapping, mapped again first if the open-file budget took it back; call under the lock.
+
+        Raises:
+            StorageError: the file cannot be opened or mapped.
+            FileReplacedError: the path names another file now, or one of another length.
+        """
+        if self._released:
+            self._remap()
+        self.handle_used = True
+        return self._mm
+
+    def _remap(self) -> None:
+        # Under the lock, from the thread that needs the slots (reserve() does it in an append's
+        # worker thread, so the loop's entry writes find the mapping in place).
+        try:
+            fd = self._ops.open(str(self._path), os.O_RDWR | _O_CLOEXEC)
+        except OSError as exc:
+            raise StorageError(f"{self._path}: cannot reopen index file: {exc}") from exc
+        try:
+            identity, length = self._ops.fstat_identity(fd), self._ops.fstat_size(fd)
+            if identity != self._identity or length != self._length:
+                # Nothing seglog does changes an index file while it is unmapped: another file, or a
+                # change by another hand, is not to be trusted as this index's entries.
+                raise FileReplacedError(
+                    f"{self._path.name}: the index file changed while it was unmapped to stay within the "
+                    f"open-file budget (inode {identity[1]}, {length} bytes; was inode "
+                    f"{self._identity[1] if self._identity else '?'}, {self._length} bytes); "
+                    "indexes are rebuilt from the .log on open, or run 'seglog recover DIR'"
+                )
+            self._mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE)
+        except OSError as exc:
+            raise StorageError(f"{self._path}: cannot map index file again: {exc}") from exc
+        finally:
+            self._ops.close(fd)
+        self._released = False
+        open_file_budget().opened(self)
+
+    def release_handle(self) -> bool:
+        """Unmap now unless a call holds the lock (the open-file budget's eviction); ``True`` if nothing is mapped.
+
+        The mirror is built first if no lookup built it yet, so that lookups
+        keep answering without the mapping. Nothing is written or trimmed: the
+        entries are in the file (a shared mapping's stores are the file's pages).
+        """
+        if not self._lock.acquire(blocking=False):
+            return False  # in use: the budget asks again later
+        try:
+            if self._closed or not isinstance(self._mm, mmap.mmap):
+                return True
+            if self._mirror is None:
+                self._load_mirror()
+            self._mm.close()
+            self._mm = b""
+            self._released = True
+            return True
+        finally:
+            self._lock.release()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -460,9 +538,10 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         self._check_open()
         (key_width, key_field), (value_width, value_field) = self._key_field, self._value_field
         stride, entries = self.entry_size, self._entries
+        view = self._view()
         self._mirror = (
-            native_column(self._mm, entries, stride=stride, field=key_field, width=key_width),
-            native_column(self._mm, entries, stride=stride, field=value_field, width=value_width),
+            native_column(view, entries, stride=stride, field=key_field, width=key_width),
+            native_column(view, entries, stride=stride, field=value_field, width=value_width),
         )
         return self._mirror
 
@@ -588,7 +667,8 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             # offset (same offset, larger timestamp), unlike an exact-hit test.
             key, field = self._offset_column
             slot = largest_lower_bound(
-                self._mm, self._entries, offset - 1 - self._base_offset, key=key, stride=self.entry_size, field=field
+                self._view(), self._entries, offset - 1 - self._base_offset,
+                key=key, stride=self.entry_size, field=field,
             )
             keep = 0 if slot is None else slot + 1
             self._truncate_to_entries(keep)
@@ -654,12 +734,14 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             # What stays of the file keeps its blocks; what a growth adds is a hole until reserved.
             prepared = min(self._prepared, rounded)
             self._unmap()
+            self._released = False  # mapped again below (or left unmapped, and empty, by a failure)
             try:
                 fd = self._ops.open(str(self._path), os.O_RDWR | _O_CLOEXEC)
                 try:
                     self._ops.ftruncate(fd, rounded)
                     self._mm, self._length = self._map(fd)
                     self._prepared = prepared
+                    self._identity = self._ops.fstat_identity(fd)
                 finally:
                     self._ops.close(fd)
             except OSError as exc:
@@ -669,6 +751,8 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
                 self._length = 0
                 self._truncate_to_entries(0)
                 raise StorageError(f"{self._path}: cannot resize index to {rounded} bytes: {exc}") from exc
+            if isinstance(self._mm, mmap.mmap):
+                open_file_budget().opened(self)
             return True
 
     def trim_to_valid_size(self) -> bool:
@@ -702,6 +786,8 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         """
         with self._lock:
             self._check_open()
+            if self._released and self._writable:
+                self._view()  # the stores made through the old mapping are in the file; msync them
             if isinstance(self._mm, mmap.mmap) and self._writable:
                 try:
                     self._mm.flush()
@@ -728,7 +814,9 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         with self._lock:
             self._closed = True
             self._mirror = None
+            self._released = False
             self._unmap()
+            open_file_budget().forget(self)
 
     def _unmap(self) -> None:
         if isinstance(self._mm, mmap.mmap):
@@ -751,6 +839,7 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
         """
         with self._lock:
             self._check_writable()
+            self._view()  # an append's entry writes follow on the loop: map here, in the worker thread
             end = (self._entries + slots) * self.entry_size
             if end > self._prepared:
                 self._reserve(end, ahead=True)

@@ -12,6 +12,7 @@ and *the bytes are wrong* (:class:`CorruptionError`)::
     ├── CorruptionError                bytes read from disk are not what was written
     │   ├── CorruptIndexError          an index failed its sanity check
     │   ├── CorruptRecordError         (segments) a batch failed length/CRC/offset checks
+    │   ├── FileReplacedError          a file reopened by name is not the one seglog had open
     │   └── CorruptSnapshotError       (engine) a producer-state snapshot failed its CRC or checks
     ├── InvalidOffsetError             an index append whose offset does not increase
     ├── InvalidTimestampError          a time-index append whose timestamp decreases
@@ -43,6 +44,7 @@ __all__ = [
     "ClosedError",
     "CorruptIndexError",
     "CorruptionError",
+    "FileReplacedError",
     "IndexFullError",
     "IndexOffsetOverflowError",
     "InvalidIndexSizeError",
@@ -77,6 +79,15 @@ class CorruptionError(SeglogError):
 
 class CorruptIndexError(CorruptionError):
     """An index file failed its sanity check; it is rebuilt from its ``.log``."""
+
+
+class FileReplacedError(CorruptionError):
+    """A file whose descriptor was closed to stay within the open-file budget changed before its reopen.
+
+    The path names another file now (another inode), or a file seglog writes
+    lost bytes it had written. Nothing is read from it; reopening the log
+    directory runs the checks of an open on every file.
+    """
 
 
 class InvalidOffsetError(SeglogError, ValueError):

@@ -78,6 +78,11 @@ class FileOps:
         """File length in bytes (``os.fstat(fd).st_size``)."""
         return os.fstat(fd).st_size
 
+    def fstat_identity(self, fd: int) -> tuple[int, int]:
+        """``(st_dev, st_ino)`` of the open file: which file it is (a reopen by name compares them)."""
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino
+
     def stat_size(self, path: str) -> int:
         """Length in bytes of the regular file at ``path`` (``os.stat``); ``IsADirectoryError`` if not a file."""
         st = os.stat(path)

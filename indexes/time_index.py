@@ -72,7 +72,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             self._last_entry = self._parse(self._entries - 1)
 
     def _parse(self, slot: int) -> TimestampOffset:
-        timestamp, rel = TIME_ENTRY.unpack_from(self._mm, slot * TIME_ENTRY.size)
+        timestamp, rel = TIME_ENTRY.unpack_from(self._view(), slot * TIME_ENTRY.size)
         # tuple.__new__ skips NamedTuple's Python-level __new__ (100 ns instead of 215).
         return _new_tuple(TimestampOffset, (timestamp, self._base_offset + rel))
 
@@ -151,7 +151,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                 end = (entries + 1) * TIME_ENTRY.size
                 if end > self._prepared:
                     self._reserve(end, ahead=False)  # a store into a hole on a full disk would be SIGBUS; StorageError
-                TIME_ENTRY.pack_into(self._mm, entries * TIME_ENTRY.size, timestamp, relative)
+                TIME_ENTRY.pack_into(self._view(), entries * TIME_ENTRY.size, timestamp, relative)
                 self._entries = entries + 1
                 self._last_entry = _new_tuple(TimestampOffset, (timestamp, offset))
                 self._mirror_append(timestamp, relative)
@@ -159,7 +159,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     def _order_problem(self) -> str | None:
         # Timestamps strictly increase; relative offsets are >= 0 and never decrease.
         previous_ts, previous_rel = NO_TIMESTAMP, 0
-        data = self._mm[: self.size_bytes]
+        data = self._view()[: self.size_bytes]
         for slot, (timestamp, rel) in enumerate(TIME_ENTRY.iter_unpack(data)):
             if timestamp <= previous_ts or rel < previous_rel:
                 return (

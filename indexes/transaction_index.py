@@ -8,6 +8,7 @@ Must not import: ``segments``, ``engine`` or ``tools``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import threading
@@ -17,8 +18,9 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from seglog.indexes.abstract import IndexFile, PathLike, delete_file
-from seglog.indexes.errors import CorruptIndexError, InvalidOffsetError, StorageError
+from seglog.indexes.errors import CorruptIndexError, FileReplacedError, InvalidOffsetError, StorageError
 from seglog.indexes.fileops import FILE_MODE, FileOps, default_ops
+from seglog.indexes.handles import open_file_budget
 
 __all__ = ["ABORTED_TXN", "ABORTED_TXN_VERSION", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
 
@@ -81,6 +83,10 @@ class TransactionIndex(IndexFile):
         # Last offset of the last entry, read from the file on the first append.
         self._last_offset: int | None = None
         self._last_offset_known = False
+        # (st_dev, st_ino) of the file once opened: a reopen (after the open-file budget took the
+        # descriptor back) must find the same file.
+        self._identity: tuple[int, int] | None = None
+        self.handle_used = True
 
     @property
     def path(self) -> Path:
@@ -94,17 +100,53 @@ class TransactionIndex(IndexFile):
 
     def _open(self, create: bool) -> int | None:
         # Returns the descriptor, or None when the file does not exist and create is false.
+        self.handle_used = True
         if self._fd is None:
             flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | (os.O_CREAT if create else 0)
             try:
-                self._fd = self._ops.open(str(self._path), flags, FILE_MODE)
+                fd = self._ops.open(str(self._path), flags, FILE_MODE)
             except FileNotFoundError as exc:
                 if create:
                     raise StorageError(f"{self._path}: cannot create transaction index: {exc}") from exc
+                if self._identity is not None:  # it existed when the budget closed it: someone removed it
+                    raise self._replaced("the file is gone") from exc
                 return None
             except OSError as exc:
                 raise StorageError(f"{self._path}: cannot open transaction index: {exc}") from exc
+            try:
+                identity = self._ops.fstat_identity(fd)
+            except OSError as exc:
+                self._ops.close(fd)
+                raise StorageError(f"{self._path}: cannot stat transaction index: {exc}") from exc
+            if self._identity is not None and identity != self._identity:
+                self._ops.close(fd)
+                raise self._replaced(f"inode {identity[1]}, was {self._identity[1]}")
+            self._fd, self._identity = fd, identity
+            open_file_budget().opened(self)
         return self._fd
+
+    def _replaced(self, problem: str) -> FileReplacedError:
+        return FileReplacedError(
+            f"{self._path.name}: the transaction index changed while its descriptor was closed to stay "
+            f"within the open-file budget ({problem}); indexes are rebuilt from the .log on open, "
+            "or run 'seglog recover DIR'"
+        )
+
+    def release_handle(self) -> bool:
+        """Close the descriptor unless a call holds the lock (the open-file budget's eviction).
+
+        Returns ``True`` when no descriptor is held after.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                with contextlib.suppress(OSError):
+                    self._ops.close(fd)
+            return True
+        finally:
+            self._lock.release()
 
     def _iter_entries(self) -> Iterator[tuple[int, AbortedTxn]]:
         # Yields (byte position, entry); stops before a trailing partial entry.
@@ -277,6 +319,7 @@ class TransactionIndex(IndexFile):
     def _close_fd(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
+            open_file_budget().forget(self)
             self._ops.close(fd)
 
     def delete(self) -> bool:
@@ -287,6 +330,7 @@ class TransactionIndex(IndexFile):
         """
         with self._lock:
             self._close_fd()
+            self._identity = None  # a later append creates a new file
             self._last_offset, self._last_offset_known = None, True
             return delete_file(self._path, "transaction index", self._ops)
 

@@ -564,6 +564,10 @@ class GatedOps(FileOps):
         """Gate ``fstat_size``."""
         return self._through("fstat_size", (self._path(fd),), lambda: self._inner.fstat_size(fd))
 
+    def fstat_identity(self, fd: int) -> tuple[int, int]:
+        """Gate ``fstat_identity``."""
+        return self._through("fstat_identity", (self._path(fd),), lambda: self._inner.fstat_identity(fd))
+
     def stat_size(self, path: str) -> int:
         """Gate ``stat_size``."""
         return self._through("stat_size", (path,), lambda: self._inner.stat_size(path))

@@ -45,9 +45,10 @@ from typing import Final, ParamSpec, Protocol, TypeVar, cast
 
 import aiofiles.os
 
-from seglog.indexes.errors import ClosedError, StorageError
+from seglog.indexes.errors import ClosedError, FileReplacedError, StorageError
 from seglog.indexes.fileops import FILE_MODE as _FILE_MODE
 from seglog.indexes.fileops import Buffer, FileOps, default_ops, use_ops
+from seglog.indexes.handles import open_file_budget
 
 __all__ = [
     "Buffer",
@@ -278,10 +279,19 @@ class SegmentFile:
     never return bytes beyond ``size``, so a reader never sees a half-written
     append. ``close`` waits for operations already running in threads and then
     refuses new ones with :class:`ClosedError`.
+
+    Open-file budget: the descriptor counts against the process's
+    :func:`~seglog.indexes.handles.open_file_budget`. When no call is using it
+    (no guarded call in flight), the budget may close it (:meth:`release_handle`);
+    the next call that needs it reopens the file in its worker thread and
+    checks that the path still names the same file (device and inode) with at
+    least ``size`` bytes, else :class:`FileReplacedError`. Reads on the event
+    loop never reopen: with no descriptor they take the thread path.
     """
 
     def __init__(
-        self, path: Path | str, fd: int | None, *, size: int, file_length: int, ops: FileOps, writable: bool
+        self, path: Path | str, fd: int | None, *, size: int, file_length: int, ops: FileOps, writable: bool,
+        identity: tuple[int, int] | None = None,
     ) -> None:
         # The path as text; the Path object only when something asks for it (one per segment adds
         # up when a directory of thousands of segments opens).
@@ -305,6 +315,12 @@ class SegmentFile:
         # must not block a loop read waiting for _busy_lock, and an open must not use a name a rename
         # has just replaced.
         self._open_lock = threading.Lock()
+        # (st_dev, st_ino) of the file the first descriptor opened: a reopen must find the same file.
+        self._identity = identity
+        self._dirty = False  # written (or cut) since the last fdatasync: a released descriptor's sync reopens
+        self.handle_used = True  # set on every use; the open-file budget's sweep clears it
+        if fd is not None:
+            open_file_budget().opened(self)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -380,6 +396,7 @@ class SegmentFile:
         try:
             length = ops.fstat_size(fd)
             size = length
+            identity = ops.fstat_identity(fd)
             if created and preallocate_bytes > 0:
                 ops.fallocate(fd, 0, preallocate_bytes)
                 length, size = preallocate_bytes, 0
@@ -394,7 +411,7 @@ class SegmentFile:
                 with contextlib.suppress(OSError):
                     ops.unlink(str(path))
             raise _storage_error("create" if created else "stat", path, exc) from exc
-        return cls(path, fd, size=size, file_length=length, ops=ops, writable=writable)
+        return cls(path, fd, size=size, file_length=length, ops=ops, writable=writable, identity=identity)
 
     async def close(self, *, trim: bool = True) -> None:
         """Close the file (idempotent); with ``trim``, first cut a preallocated tail back to ``size``.
@@ -435,17 +452,21 @@ class SegmentFile:
             if self._busy:
                 self._idle = threading.Condition(self._busy_lock)
                 self._idle.wait_for(lambda: self._busy == 0)
-        if self._fd is None:
-            return  # deferred and never used: nothing was opened
+        open_file_budget().forget(self)
+        must_trim = trim and self._writable and self._file_length != self._size
+        if self._fd is None and not must_trim:
+            return  # deferred and never used, or given back to the open-file budget: nothing is open
+        fd = self._fd if self._fd is not None else self._open_descriptor()
+        self._fd = None
         try:
-            if trim and self._writable and self._file_length != self._size:
-                self._ops.ftruncate(self._fd, self._size)
+            if must_trim:
+                self._ops.ftruncate(fd, self._size)
                 self._file_length = self._size
         except OSError as exc:
             raise _storage_error("trim on close", self._path, exc) from exc
         finally:
             try:
-                self._ops.close(self._fd)
+                self._ops.close(fd)
             except OSError as exc:
                 raise _storage_error("close", self._path, exc) from exc
 
@@ -495,18 +516,70 @@ class SegmentFile:
         return self._ops
 
     def _descriptor(self) -> int:
-        # The descriptor, opened now if it was deferred (only from a guarded call in a worker thread:
-        # opening may block; close() waits for guarded calls, so it cannot race with this).
+        # The descriptor, opened now if it was deferred or given back to the budget (only from a guarded
+        # call in a worker thread: opening may block; close() and release_handle() wait for or refuse
+        # while guarded calls run, so neither can race with this).
         fd = self._fd
         if fd is None:
             with self._open_lock:
                 fd = self._fd
                 if fd is None:
-                    try:
-                        fd = self._fd = self._ops.open(self._name, _open_flags(self._writable), _FILE_MODE)
-                    except OSError as exc:
-                        raise _storage_error("open", self._path, exc) from exc
+                    fd = self._fd = self._open_descriptor()
+            open_file_budget().opened(self)  # outside the open lock: it may release other files
         return fd
+
+    def _open_descriptor(self) -> int:
+        """Open the file by its name; a reopen checks that it is still the file this object vouches for.
+
+        Raises:
+            StorageError: the open or the stat failed.
+            FileReplacedError: another file (or a shorter one) has the name now.
+        """
+        try:
+            fd = self._ops.open(self._name, _open_flags(self._writable), _FILE_MODE)
+        except OSError as exc:
+            raise _storage_error("open", self._path, exc) from exc
+        try:
+            (device, inode), length = self._ops.fstat_identity(fd), self._ops.fstat_size(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                self._ops.close(fd)
+            raise _storage_error("stat", self._path, exc) from exc
+        if self._identity is None:  # the first descriptor (a deferred open): this is the file from now on
+            self._identity = (device, inode)
+            return fd
+        # A writable file has one writer, this object, so it holds at least the bytes it vouches for; a
+        # read-only file's writer (another process) may have cut it, and its follower looks for itself.
+        problem = None
+        if (device, inode) != self._identity:
+            problem = f"another file has its name now (inode {inode}, was {self._identity[1]})"
+        elif self._writable and length < self._size:
+            problem = f"it was cut to {length} bytes below the {self._size} written"
+        if problem is None:
+            return fd
+        with contextlib.suppress(OSError):
+            self._ops.close(fd)
+        raise FileReplacedError(
+            f"{self._name}: the file changed while its descriptor was closed to stay within the "
+            f"open-file budget: {problem}; nothing was read from it. Close the engine and reopen the "
+            "log directory (its recovery checks every file), or run 'seglog verify DIR'"
+        )
+
+    def release_handle(self) -> bool:
+        """Close the descriptor unless a call is using it (the open-file budget's eviction); ``True`` if none is held.
+
+        The next call that needs the descriptor reopens the file (see the class docstring).
+        """
+        with self._busy_lock:
+            fd = self._fd
+            if fd is None or self._released:
+                return True  # nothing open, or close() owns the descriptor now
+            if self._busy:
+                return False
+            self._fd = None  # under the lock with no call running: no call can hold this number
+        with contextlib.suppress(OSError):  # a failed close still releases the number (POSIX)
+            self._ops.close(fd)
+        return True
 
     def _guarded(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         # Runs in the thread that does the syscalls: close() waits until no guarded call is running,
@@ -517,6 +590,7 @@ class SegmentFile:
             if self._closed:
                 raise ClosedError(f"{self._name}: file is closed")
             self._busy += 1
+        self.handle_used = True
         try:
             return fn(*args, **kwargs)
         finally:
@@ -596,6 +670,7 @@ class SegmentFile:
         step = "write"
         try:
             fd = self._descriptor()
+            self._dirty = True
             _pwritev_all(self._ops, fd, data, position)
             if sync:
                 step = "fdatasync"
@@ -639,7 +714,9 @@ class SegmentFile:
 
     def _truncate_sync(self, size: int) -> None:
         try:
-            self._ops.ftruncate(self._descriptor(), size)
+            fd = self._descriptor()
+            self._dirty = True
+            self._ops.ftruncate(fd, size)
         except OSError as exc:
             raise _storage_error(f"truncate to {size}", self._path, exc) from exc
 
@@ -659,11 +736,15 @@ class SegmentFile:
         await in_thread(self._guarded, self._fsync_sync)
 
     def _fsync_sync(self) -> None:
+        if self._fd is None and not self._dirty:
+            return  # never opened, or nothing written since the last sync: nothing to sync
+        fd = self._descriptor()  # a descriptor given back to the budget: the sync of a new one syncs the file
+        # Cleared before the sync: a write that lands meanwhile sets it again for the next sync.
+        self._dirty = False
         try:
-            if self._fd is None:
-                return  # never opened: nothing was written through this object, so nothing to sync
-            self._ops.fdatasync(self._fd)
+            self._ops.fdatasync(fd)
         except OSError as exc:
+            self._dirty = True
             raise _storage_error("fdatasync", self._path, exc) from exc
 
     def fsync_in_thread(self) -> None:
@@ -760,6 +841,7 @@ class SegmentFile:
             if self._closed:
                 raise ClosedError(f"{self._name}: file is closed")
             self._busy += 1
+        self.handle_used = True
         try:
             return self._pread_nowait(position, size)
         except _NotCached:
