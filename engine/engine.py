@@ -75,12 +75,15 @@ from seglog.engine.transactions import (
     TransactionLog,
 )
 from seglog.engine.validate import (
+    check_max_open_files,
     validate_group,
     validate_offset,
     validate_open_options,
     validate_partition,
     validate_topic,
 )
+from seglog.indexes.handles import open_file_budget
+from seglog.segments.fileio import in_thread
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment
 
@@ -210,6 +213,7 @@ class Engine:
         follow_interval_ms: int = DEFAULT_FOLLOW_INTERVAL_MS,
         auto_create_topics: bool = False,
         auto_create_partitions: int = 1,
+        max_open_files: int | None = None,
     ) -> _Opening:
         """Open (creating if needed) the log directory at ``path``.
 
@@ -233,12 +237,20 @@ class Engine:
         ``config`` (see :meth:`log_or_create`). Off by default: a typo in a
         topic name should be an error, not a new topic.
 
+        ``max_open_files`` bounds the descriptors (and index maps) that
+        segments hold, as LevelDB's option of that name does: past it, the
+        least recently used idle segment files close and reopen on their next
+        use. The budget is per process, as the descriptor limit is, and this
+        sets it for every engine in the process; ``None`` keeps it (by default
+        half the soft ``RLIMIT_NOFILE``, at least 16).
+
         Raises:
             LogDirLockedError: another engine holds the directory.
             InvalidConfigError: ``path`` is not a str or os.PathLike, or holds
                 NUL; ``config`` is not a ``LogConfig``, a flag is not a bool,
                 ``on_progress`` is not callable, an interval is not positive,
-                or ``auto_create_partitions`` is not a partition count.
+                or ``auto_create_partitions`` is not a partition count,
+                or ``max_open_files`` is not an int of at least 16.
             StorageError: the directory cannot be created or read.
         """
         flags = {"read_only": read_only, "force_recovery": force_recovery, "follow": follow,
@@ -248,6 +260,7 @@ class Engine:
                      "flush_check_interval_ms": flush_check_interval_ms, "follow_interval_ms": follow_interval_ms}
         absolute, config = validate_open_options(path, config, flags, intervals, on_progress)
         check_partition_count("auto_create_partitions", auto_create_partitions)
+        check_max_open_files(max_open_files)
         return _Opening(
             {
                 "path": absolute,
@@ -258,6 +271,7 @@ class Engine:
                 "intervals": (retention_check_interval_ms, checkpoint_interval_ms, flush_check_interval_ms),
                 "follow": (follow, follow_interval_ms),
                 "auto_create": (auto_create_topics, auto_create_partitions),
+                "max_open_files": max_open_files,
             }
         )
 
@@ -273,7 +287,11 @@ class Engine:
         intervals: tuple[int, int, int],
         follow: tuple[bool, int],
         auto_create: tuple[bool, int],
+        max_open_files: int | None,
     ) -> Engine:
+        if max_open_files is not None:
+            # A smaller budget closes idle descriptors now: in a thread, not on the loop.
+            await in_thread(open_file_budget().resize, max_open_files)
         engine = cls(path, config, read_only=read_only)
         (engine.retention_check_interval_ms, engine.checkpoint_interval_ms,
          engine.flush_check_interval_ms) = intervals

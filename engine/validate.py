@@ -31,6 +31,7 @@ from typing import Final
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import InvalidConfigError, InvalidRecordError
 from seglog.engine.names import MAX_PARTITIONS, MAX_TOPIC_LENGTH, validate_partition, validate_topic
+from seglog.indexes.handles import DEFAULT_MIN_OPEN_FILES
 from seglog.segments.records import text_problem
 
 __all__ = [
@@ -176,6 +177,21 @@ def validate_open_options(
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise InvalidConfigError(f"{name} must be a positive int (milliseconds), got {value!r}")
     return Path(os.path.abspath(text)), config
+
+
+def check_max_open_files(value: object) -> None:
+    """Check ``Engine.open(max_open_files=...)``: ``None`` or an int of at least ``DEFAULT_MIN_OPEN_FILES``.
+
+    Raises:
+        InvalidConfigError: anything else.
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < DEFAULT_MIN_OPEN_FILES:
+        raise InvalidConfigError(
+            f"max_open_files must be None or an int of at least {DEFAULT_MIN_OPEN_FILES} (descriptors "
+            f"segments may hold at once), got {value!r}"
+        )
 
 
 def _shorten(text: str, limit: int = 80) -> str:

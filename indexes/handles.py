@@ -108,6 +108,7 @@ class OpenFileBudget:
         # Reentrant: a file collected unclosed while this thread holds the lock forgets itself from __del__.
         self._lock = threading.RLock()
         self._evictions = 0
+        self._refusals = 0
 
     @staticmethod
     def _check(max_open_files: int) -> None:
@@ -133,6 +134,11 @@ class OpenFileBudget:
     def evictions(self) -> int:
         """How many descriptors the budget has taken back since it was made."""
         return self._evictions
+
+    @property
+    def refusals(self) -> int:
+        """How many times a file picked for release was in use and kept its descriptor."""
+        return self._refusals
 
     def resize(self, max_open_files: int) -> None:
         """Change the budget; a smaller one releases idle files now (blocking: closes descriptors).
@@ -193,6 +199,7 @@ class OpenFileBudget:
                 else:
                     busy.append(holder)
             if busy:
+                self._refusals += len(busy)
                 with self._lock:
                     for holder in busy:
                         self._open[id(holder)] = weakref.ref(holder)

@@ -72,6 +72,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--group-max-session-timeout-ms", type=int, default=DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
                    metavar="MS", help="longest session timeout a group member may ask for "
                    f"(default {DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS}, Kafka's group.max.session.timeout.ms)")
+    p.add_argument("--max-open-files", type=int, default=None, metavar="N",
+                   help="descriptors and index maps segments may hold at once; idle ones close and reopen "
+                   "on next use (default: half the soft ulimit -n; LevelDB's max_open_files)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="what is logged on stderr (default INFO: every connection event and error)")
 
@@ -96,7 +99,7 @@ async def _serve(args: argparse.Namespace, path: Any) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        async with Engine.open(path) as engine, KafkaServer(
+        async with Engine.open(path, max_open_files=args.max_open_files) as engine, KafkaServer(
             engine,
             args.listen,
             advertise=args.advertise,
