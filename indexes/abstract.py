@@ -726,6 +726,8 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             rounded = self._round_down(size)
             if rounded == self._length:
                 return False
+            if self._released:
+                self._remap()  # the same file, checked, before its length changes
             if rounded < self.size_bytes:
                 raise InvalidIndexSizeError(
                     f"{self._path}: cannot resize to {rounded} bytes, {self._entries} entries "

@@ -219,10 +219,11 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 self.relative_offset(offset)  # raises IndexOffsetOverflowError with the message
             # Positions come from the segment, which never exceeds segment_bytes (an int32).
             assert 0 <= position <= INT32_MAX, position
+            view = self._view()  # first: an unmapped file is checked before anything is written to it
             end = (entries + 1) * OFFSET_ENTRY.size
             if end > self._prepared:
                 self._reserve(end, ahead=False)  # a store into a hole on a full disk would be SIGBUS; StorageError
-            OFFSET_ENTRY.pack_into(self._view(), entries * OFFSET_ENTRY.size, relative, position)
+            OFFSET_ENTRY.pack_into(view, entries * OFFSET_ENTRY.size, relative, position)
             self._entries += 1
             self._last_offset = offset
             self._mirror_append(relative, position)

@@ -148,10 +148,11 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                 relative = offset - self._base_offset
                 if not 0 <= relative <= INT32_MAX:
                     self.relative_offset(offset)  # raises IndexOffsetOverflowError with the message
+                view = self._view()  # first: an unmapped file is checked before anything is written to it
                 end = (entries + 1) * TIME_ENTRY.size
                 if end > self._prepared:
                     self._reserve(end, ahead=False)  # a store into a hole on a full disk would be SIGBUS; StorageError
-                TIME_ENTRY.pack_into(self._view(), entries * TIME_ENTRY.size, timestamp, relative)
+                TIME_ENTRY.pack_into(view, entries * TIME_ENTRY.size, timestamp, relative)
                 self._entries = entries + 1
                 self._last_entry = _new_tuple(TimestampOffset, (timestamp, offset))
                 self._mirror_append(timestamp, relative)
