@@ -26,13 +26,21 @@ async def read_all(log: PartitionLog, max_bytes: int = 1 << 20) -> list[Record]:
 
 def open_log_files_under(root: Path) -> list[str]:
     """The ``.log`` files below ``root`` that this process still holds open (Linux ``/proc``)."""
+    return open_files_under(root, (".log",))
+
+
+def open_files_under(root: Path, suffixes: tuple[str, ...]) -> list[str]:
+    """Files below ``root`` ending with one of ``suffixes`` that this process holds open, once per descriptor.
+
+    A file removed or replaced while open counts under its old name (Linux ``/proc`` adds " (deleted)").
+    """
     out = []
     for fd in os.listdir("/proc/self/fd"):
         try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
+            target = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
         except OSError:
             continue
-        if target.startswith(str(root)) and target.endswith(".log"):
+        if target.startswith(str(root)) and target.endswith(suffixes):
             out.append(target)
     return out
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from enginehelpers import open_files_under
 
 from seglog.engine import Engine, LogConfig, Record, errors
 from seglog.indexes.handles import OpenFileBudget, open_file_budget
@@ -44,15 +45,7 @@ def budget() -> Iterator[OpenFileBudget]:
 
 def segment_files_open_under(root: Path) -> list[str]:
     """Paths of segment files (``.log`` and indexes) below ``root`` that this process holds (Linux ``/proc``)."""
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(root)) and target.removesuffix(" (deleted)").endswith(SEGMENT_FILES):
-            out.append(target)
-    return out
+    return open_files_under(root, SEGMENT_FILES)
 
 
 def value(partition: int, n: int) -> bytes:

@@ -10,26 +10,17 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from seglog.indexes import FileReplacedError, OffsetIndex, OffsetPosition, TransactionIndex
-from seglog.indexes.handles import OpenFileBudget, open_file_budget
+from seglog.indexes.handles import open_file_budget
 from seglog.indexes.transaction_index import AbortedTxn
 from seglog.segments.faults import GatedOps
 from seglog.segments.fileio import in_thread
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors through /proc")
-
-
-@pytest.fixture
-def budget() -> Iterator[OpenFileBudget]:
-    shared = open_file_budget()
-    before = shared.max_open_files
-    yield shared
-    shared.resize(before)
 
 
 def held(path: Path) -> int:
@@ -64,20 +55,24 @@ def test_a_released_index_keeps_its_entries_and_maps_again_to_append(tmp_path: P
 
 def test_an_index_replaced_while_unmapped_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.index"
-    with OffsetIndex(path, 0, max_index_size=8 * 64) as index:
-        index.append(5, 0)
-        assert index.release_handle()
-        copy = tmp_path / "copy"
-        shutil.copyfile(path, copy)
-        os.replace(copy, path)
-        with pytest.raises(FileReplacedError, match="changed while it was unmapped"):
-            index.append(6, 8)
-        assert index.lookup(5) == OffsetPosition(5, 0)
+    index = OffsetIndex(path, 0, max_index_size=8 * 64)
+    index.append(5, 0)
+    assert index.release_handle()
+    copy = tmp_path / "copy"
+    shutil.copyfile(path, copy)
+    os.replace(copy, path)
+    with pytest.raises(FileReplacedError, match="changed while it was unmapped"):
+        index.append(6, 8)
+    assert index.lookup(5) == OffsetPosition(5, 0)
+    size = path.stat().st_size
+    with pytest.raises(FileReplacedError):  # nor is the other file trimmed at close
+        index.close()
+    assert index.closed and path.stat().st_size == size
 
 
-def test_indexes_past_the_budget_are_unmapped_least_recently_used_first(
-    tmp_path: Path, budget: OpenFileBudget
-) -> None:
+def test_indexes_past_the_budget_are_unmapped_least_recently_used_first(tmp_path: Path) -> None:
+    budget = open_file_budget()
+    before = budget.max_open_files
     budget.resize(16)
     paths = [tmp_path / f"{n:020d}.index" for n in range(24)]
     indexes = [OffsetIndex(p, n, max_index_size=8 * 16) for n, p in enumerate(paths)]
@@ -91,6 +86,7 @@ def test_indexes_past_the_budget_are_unmapped_least_recently_used_first(
     finally:
         for index in indexes:
             index.close()
+        budget.resize(before)
 
 
 async def test_an_index_in_use_keeps_its_mapping(tmp_path: Path) -> None:
