@@ -5,6 +5,9 @@ Also the ``seglog_kafka`` pytest fixture, used as a user's project would use it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import select
 import shutil
 import signal
@@ -17,7 +20,7 @@ from pathlib import Path
 import pytest
 from kafka_clients import TIMEOUT_S, Got, Sent, _confluent_produce, _kafka_python_consume, need
 
-from seglog.engine import Engine
+from seglog.engine import Engine, LogConfig, Record
 
 T0 = 1_700_000_000_000
 
@@ -122,6 +125,41 @@ def test_no_auto_create_refuses_unknown_topics(tmp_path: Path) -> None:
         code, err = server.stop(signal.SIGTERM)
     assert code == 0, err
     assert not (tmp_path / "data" / "unknown-0").exists()
+
+
+def _segment_files_held(pid: int, root: Path) -> int:
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            count += target.startswith(str(root)) and target.endswith((".log", ".index", ".timeindex"))
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors through /proc")
+async def test_max_open_files_bounds_what_the_served_segments_hold(tmp_path: Path) -> None:
+    need("kafka-python")
+    data = tmp_path / "data"
+    async with Engine.open(data) as engine:  # 24 partitions of two segments: ~5 files each once read
+        await engine.create_topic("t", partitions=24, config=LogConfig(segment_bytes=256))
+        for p in range(24):
+            for n in range(2):
+                await engine.log("t", p).append([Record(b"%d/%d" % (p, n) + b"." * 100, timestamp=T0)])
+    with serve(data, "--max-open-files", "16") as server:
+        for p in range(24):
+            got = await asyncio.to_thread(_kafka_python_consume, server.address, "t", p, 0, 2)
+            assert [g.value[:4].rstrip(b".") for g in got] == [b"%d/0" % p, b"%d/1" % p]
+            assert _segment_files_held(server.process.pid, data) <= 16
+        code, err = server.stop(signal.SIGTERM)
+    assert code == 0, err
+
+
+def test_max_open_files_below_16_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run([*_seglog(), "serve", "--log-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0",
+                           "--max-open-files", "8"], capture_output=True, timeout=120, check=False)
+    assert done.returncode != 0
+    assert b"max_open_files must be None or an int of at least 16" in done.stderr
+    assert b"Traceback" not in done.stderr
 
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
