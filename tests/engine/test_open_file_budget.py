@@ -142,3 +142,10 @@ async def test_a_log_replaced_while_its_descriptor_was_closed_is_refused(
         with pytest.raises(errors.FileReplacedError, match="another file has its name now"):
             await read_one(engine, 0, 0)
         assert await read_one(engine, 0, 1) == value(0, 1)  # the partition's other segment is untouched
+
+
+@pytest.mark.parametrize("bad", [0, 15, True, 16.0, "64"])
+def test_max_open_files_must_be_an_int_of_at_least_16(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(errors.InvalidConfigError, match="max_open_files must be None or an int of at least 16"):
+        Engine.open(tmp_path, max_open_files=bad)  # type: ignore[arg-type]
+    assert not (tmp_path / ".lock").exists()  # refused before anything was touched
