@@ -6,7 +6,9 @@ Owns: ``OffsetIndex`` (``.index``), ``TimeIndex`` (``.timeindex``),
 binary search (``seglog.indexes.search``), the root of the exception tree
 (``seglog.indexes.errors``), and ``FileOps`` (``seglog.indexes.fileops``): the
 system calls of every seglog file, one method each, the fault-injection seam
-the segment layer re-exports.
+the segment layer re-exports; and the process's open-file budget
+(``seglog.indexes.handles``), which index and segment files give their
+descriptors back to while idle.
 
 Must not import: ``segments``, ``engine`` or ``tools`` (imports only point
 down). Indexes take plain values (path, base offset, max index size, writable,
