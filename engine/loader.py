@@ -759,7 +759,9 @@ async def load_partition(
         # Everything is durable up to the log end, but a recovered active segment: below it, or below the
         # recovery point the files were durable to before the stop (Kafka keeps min(checkpoint, end)).
         point = end if unflushed is None else min(end, max(unflushed, recovery_point or 0))
-        scanned = [s.base_offset for s in recovery.segments if s.next_offset is not None]
+        # Only a segment whose scan met a marker can need .txnindex entries back: the rest hold no abort.
+        scanned = [s.base_offset for s in recovery.segments if s.next_offset is not None
+                   and (seg := segments.get(s.base_offset)) is not None and seg.recovered_markers]
         return (LoadedLog(segments, recovery.log_start_offset, end, point, recovered=recovery.changes_anything,
                           txn_index_from=min(scanned, default=None)),
                 recovery)
@@ -911,7 +913,9 @@ async def _walk(
         # keeps per mapped index): 10,000 of them exhausted a 20,000 ulimit. Close it, and open it
         # again as a clean open opens a sealed segment (nothing mapped, the .log opened by its first read).
         await segment.close()
-        segments.add(await _reopen_sealed(directory, config, segment.base_offset, now_ms))
+        fresh = await _reopen_sealed(directory, config, segment.base_offset, now_ms)
+        fresh.recovered_markers = segment.recovered_markers  # its .txnindex was emptied all the same
+        segments.add(fresh)
     return recovery, unflushed
 
 
@@ -1107,11 +1111,14 @@ async def load_log_dir(
                     )
                     plog = load.logs[key] = PartitionLog(state.name, partition, directory, state.config,
                                                          load.owner, loaded=loaded, read_only=load.read_only)
-                    if not load.read_only and not recover:
+                    if not load.read_only and (not recover or loaded.txn_index_from is not None):
                         # After a clean shutdown (a partition with a transaction open is not left
                         # unopened): its state is read from the snapshot at its end, so that its LSO is
-                        # right from the start. After an unclean one it is rebuilt from the log on first
-                        # need instead (reading every recovered segment at open would cost the open).
+                        # right from the start. After a recovery that scanned segments, now too: the scan
+                        # emptied their .txnindex, and the state's replay of them writes its entries back
+                        # (Kafka's LogSegment.recover does both in one pass). Left for later, a crash after
+                        # the next recovery-point checkpoint would leave them empty for good: no open
+                        # scans those segments again, and read_committed would serve their aborted records.
                         await plog.load_producer_state()
                     done += 1
                     if on_progress is not None:

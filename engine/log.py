@@ -2056,6 +2056,14 @@ class PartitionLog:
                 await asyncio.wait({self._opening})
             if flush and not self._read_only:
                 await self._flush_locked(self._log_end_offset)
+                if self._unopened is None and self._txn_index_from is not None and not self._producers_loaded:
+                    # Recovery emptied .txnindex files that the state's load has not written back yet
+                    # (it failed at open): the clean close must not leave them empty.
+                    try:
+                        await self._ready_producers()
+                    except SeglogError as exc:
+                        log.error("%s-%d: the .txnindex files recovery emptied are not rebuilt: %s",
+                                  self.topic, self.partition, exc)
                 if self._unopened is None and (self._producers_loaded or self._log_end_offset != self._end_at_open):
                     # Synced when it holds producers (an empty state lost to a power cut is rebuilt as
                     # cheaply as it is read). A partition nothing was appended to since its files were

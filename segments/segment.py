@@ -371,6 +371,7 @@ class _ScanOutcome(NamedTuple):
     max_ts_offset: int
     next_offset: int
     first: BatchHeader | None
+    control: bool  # a control batch (a transaction marker) was among the valid batches
 
 
 class LogSegment:
@@ -438,6 +439,9 @@ class LogSegment:
         # (subscribe) starts its header walk there instead of at the offset-index entry, up to
         # index_interval_bytes back (about 20 one-record batches of 190 B, each header one step).
         self._tail: tuple[int, int] | None = None
+        # Whether the last recovery scan found a control batch (a transaction marker): the scan emptied
+        # the .txnindex, which then needs its entries back (the engine's producer-state replay).
+        self.recovered_markers = False
         # Index files that existed at open are checked on first load; new ones have nothing to check.
         self._indexes_checked = not any(index_files_existed)
         self._trust_indexes = True  # False only for a read-only segment whose index files failed the check
@@ -1984,8 +1988,10 @@ class LogSegment:
         increasing offsets from the base offset); the first bad or incomplete
         batch and everything after it is truncated: a torn tail is a crash, not
         an error. The offset and time indexes are rebuilt with the append rule;
-        the transaction index is emptied (seglog writes no transaction markers
-        yet). ``progress(bytes_done, bytes_total)`` is called on the event loop.
+        the transaction index is emptied (the engine writes its entries back
+        from the producer-state replay that follows, when this scan met a
+        marker: ``recovered_markers``). ``progress(bytes_done, bytes_total)``
+        is called on the event loop.
         The segment must not be used by anyone else meanwhile.
 
         Raises:
@@ -2008,11 +2014,14 @@ class LogSegment:
             if progress is not None:
                 loop.call_soon_threadsafe(progress, done, total)
 
+        def scan(pread: PRead) -> _ScanOutcome:
+            # Emptied here, not by every index rebuild: its entries come back only from the engine's
+            # producer-state replay, which follows a recovery (not a rebuild of a lying offset index).
+            self._txn_index.reset()
+            return self._rebuild_indexes(offset_index, time_index, max_batch_bytes, total, report, pread)
+
         async def work() -> int:
-            outcome = await in_thread(
-                self._log.read_in_thread,
-                partial(self._rebuild_indexes, offset_index, time_index, max_batch_bytes, total, report),
-            )
+            outcome = await in_thread(self._log.read_in_thread, scan)
             truncated = self._log.size - outcome.valid
             if truncated:
                 await self._log.truncate(outcome.valid)
@@ -2034,6 +2043,7 @@ class LogSegment:
         self._tail = None
         self._rolling_based_timestamp = None if outcome.first is None else outcome.first.max_timestamp
         self._indexes_checked = True
+        self.recovered_markers = outcome.control
 
     def _rebuild_indexes(
         self,
@@ -2059,7 +2069,6 @@ class LogSegment:
         path = self._log.path
         offset_index.reset()
         time_index.reset()
-        self._txn_index.reset()
         last_entry = 0
         max_ts, max_ts_offset = NO_TIMESTAMP, base_offset
         first: BatchHeader | None = None
@@ -2067,9 +2076,11 @@ class LogSegment:
             pread, end=total, base_offset=base_offset, max_batch_bytes=max_batch_bytes,
             path=path, progress=report,
         )
+        control = False
         for position, header in reader:
             if first is None:
                 first = header
+            control = control or header.is_control
             if header.max_timestamp > max_ts:
                 max_ts, max_ts_offset = header.max_timestamp, header.last_offset
             if position - last_entry > interval:
@@ -2089,7 +2100,7 @@ class LogSegment:
         offset_index.trim_to_valid_size()
         time_index.trim_to_valid_size()
         next_offset = base_offset if reader.next_offset is None else reader.next_offset
-        return _ScanOutcome(reader.position, last_entry, max_ts, max_ts_offset, next_offset, first)
+        return _ScanOutcome(reader.position, last_entry, max_ts, max_ts_offset, next_offset, first, control)
 
     # ------------------------------------------------------------------------------ renames
 

@@ -9,15 +9,16 @@ transaction) or killed (the snapshot of the last roll, then the batches after it
 from __future__ import annotations
 
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record, offline
-from seglog.engine.offline import transactions as offline_transactions
 from seglog.engine.errors import InvalidRecordError
-from seglog.indexes.transaction_index import AbortedTxn
+from seglog.engine.offline import transactions as offline_transactions
+from seglog.indexes.transaction_index import ABORTED_TXN, AbortedTxn
 
 A, B, C = 7, 8, 9  # producer ids
 
@@ -130,7 +131,7 @@ async def test_each_read_resumes_where_the_last_walk_ended_and_agrees_with_the_e
             lambda: _txn(log, B, 1, "b2"),
             lambda: log.write_txn_marker(B, 0, commit=False),
             lambda: _txn(log, C, 0, "c1"),
-            lambda: log.roll(),
+            log.roll,
             lambda: _txn(log, C, 1, "c2"),
             lambda: log.write_txn_marker(C, 0, commit=False),
             lambda: log.append([Record(b"p")]),
@@ -162,3 +163,38 @@ async def test_a_partition_rewritten_since_the_last_read_is_walked_again(tmp_pat
         await engine.log("t").append([Record(b"plain-%d" % i) for i in range(4)])
         txns = offline.partition_transactions(tmp_path, "t", 0)
         assert (txns.log_end_offset, txns.last_stable_offset, txns.open) == (4, 4, {})
+
+
+async def test_a_recovered_txnindex_is_rebuilt_at_open_not_left_empty_for_a_later_close(tmp_path: Path) -> None:
+    # Recovery's scan empties the .txnindex of the segments it scans. Rebuilt only on the first
+    # read_committed read, a close before it (or a crash after the next recovery-point checkpoint)
+    # left it empty for good, and read_committed then served the aborted transaction's records.
+    async with Engine.open(tmp_path / "data") as engine:
+        await engine.create_topic("t", partitions=1)
+        await _write(engine.log("t", 0))
+        shutil.copytree(tmp_path / "data", tmp_path / "killed", ignore=shutil.ignore_patterns(".lock"))
+    killed = tmp_path / "killed"
+    (killed / ".clean-shutdown").unlink(missing_ok=True)
+    async with Engine.open(killed):  # recovers the active segment, which holds B's abort marker at 6
+        pass
+    txnindex = killed / "t-0" / f"{4:020d}.txnindex"
+    assert txnindex.stat().st_size == ABORTED_TXN.size
+    async with Engine.open(killed) as engine:
+        got = await engine.log("t", 0).read(0, isolation="read_committed")
+        assert [(r.offset, r.value) for r in got.records] == COMMITTED_BELOW_LSO
+    _check(killed)
+
+
+async def test_an_offset_index_rebuilt_after_a_lie_keeps_the_segments_aborted_transactions(tmp_path: Path) -> None:
+    # Rebuilding a lying offset index from the .log emptied the segment's .txnindex too: read_committed
+    # then returned B's aborted b2, and after a restart b1 as well.
+    async with Engine.open(tmp_path) as engine:
+        await engine.create_topic("t", partitions=1)
+        await _write(engine.log("t", 0))
+    segment = tmp_path / "t-0" / f"{4:020d}"
+    Path(f"{segment}.index").write_bytes(struct.pack(">ii", 2, 7))  # "offset 6 at position 7": inside a batch
+    for _ in range(2):  # the open that catches the lie and rebuilds, then the next one
+        async with Engine.open(tmp_path) as engine:
+            got = await engine.log("t", 0).read(0, isolation="read_committed")
+            assert [(r.offset, r.value) for r in got.records] == COMMITTED_BELOW_LSO
+        assert Path(f"{segment}.txnindex").stat().st_size == ABORTED_TXN.size
