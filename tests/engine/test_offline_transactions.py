@@ -78,13 +78,19 @@ async def test_after_a_clean_close_the_snapshot_at_the_log_end_holds_the_open_tr
     _check(tmp_path / "data")
 
 
-async def test_after_a_kill_the_batches_after_the_last_snapshot_are_replayed(tmp_path: Path) -> None:
+async def _killed_copy(tmp_path: Path) -> Path:
+    """The files of a running engine after ``_write``, as a kill -9 leaves them (no clean-shutdown record)."""
     async with Engine.open(tmp_path / "data") as engine:
         await engine.create_topic("t", partitions=1)
         await _write(engine.log("t", 0))
         shutil.copytree(tmp_path / "data", tmp_path / "killed", ignore=shutil.ignore_patterns(".lock"))
     killed = tmp_path / "killed"
     (killed / ".clean-shutdown").unlink(missing_ok=True)
+    return killed
+
+
+async def test_after_a_kill_the_batches_after_the_last_snapshot_are_replayed(tmp_path: Path) -> None:
+    killed = await _killed_copy(tmp_path)
     (killed / "t-0" / f"{4:020d}.txnindex").unlink(missing_ok=True)  # as if the abort's entry never reached disk
     assert sorted(p.name for p in (killed / "t-0").glob("*.snapshot")) == [f"{4:020d}.snapshot"]
     _check(killed)
@@ -169,12 +175,7 @@ async def test_a_recovered_txnindex_is_rebuilt_at_open_not_left_empty_for_a_late
     # Recovery's scan empties the .txnindex of the segments it scans. Rebuilt only on the first
     # read_committed read, a close before it (or a crash after the next recovery-point checkpoint)
     # left it empty for good, and read_committed then served the aborted transaction's records.
-    async with Engine.open(tmp_path / "data") as engine:
-        await engine.create_topic("t", partitions=1)
-        await _write(engine.log("t", 0))
-        shutil.copytree(tmp_path / "data", tmp_path / "killed", ignore=shutil.ignore_patterns(".lock"))
-    killed = tmp_path / "killed"
-    (killed / ".clean-shutdown").unlink(missing_ok=True)
+    killed = await _killed_copy(tmp_path)
     async with Engine.open(killed):  # recovers the active segment, which holds B's abort marker at 6
         pass
     txnindex = killed / "t-0" / f"{4:020d}.txnindex"
