@@ -31,9 +31,8 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from seglog.engine.errors import SeglogError
-from seglog.engine.groups import MAX_METADATA_BYTES
 from seglog.server.apis._common import NO_THROTTLE
-from seglog.server.apis._groups import code, group_id_problem
+from seglog.server.apis._groups import code, group_id_problem, plan_offset_commit
 from seglog.server.broker import Broker
 from seglog.server.protocol import DecodedRequest
 
@@ -47,51 +46,29 @@ log = logging.getLogger("seglog.server")
 async def handle(broker: Broker, request: DecodedRequest) -> OffsetCommitResponse:
     body = request.body
     group = body.group_id
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], int] = {}
-    metadata: dict[tuple[str, int], str] = {}
-    order: list[tuple[str, int]] = []
-    for topic in body.topics or ():
-        try:
-            count = broker.engine.partitions_for(topic.name)
-        except SeglogError:
-            count = 0
-        for p in topic.partitions or ():
-            tp = (topic.name, int(p.partition_index))
-            order.append(tp)
-            text = p.committed_metadata or ""
-            if not 0 <= tp[1] < count:
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            elif len(text.encode("utf-8", "surrogatepass")) > MAX_METADATA_BYTES:
-                errors[tp] = ErrorCode.offset_metadata_too_large
-            elif int(p.committed_offset) < 0:
-                errors[tp] = ErrorCode.offset_out_of_range
-            else:
-                offsets[tp] = int(p.committed_offset)
-                if text:
-                    metadata[tp] = text
+    plan = plan_offset_commit(broker, body.topics)
     if group_id_problem(group):
         outcome = ErrorCode.invalid_group_id
     else:
         try:
             outcome = code(await broker.engine.coordinator.commit_offsets(
-                group, offsets, metadata=metadata, member_id=body.member_id or "",
+                group, plan.offsets, metadata=plan.metadata, member_id=body.member_id or "",
                 generation_id=int(body.generation_id_or_member_epoch),
                 group_instance_id=getattr(body, "group_instance_id", None),
             ))
         except SeglogError as exc:
             log.error("commit of group %s failed: %s", group, exc)
             outcome = ErrorCode.coordinator_not_available
-    for tp in offsets:
-        errors[tp] = outcome
-    by_topic: dict[str, list[OffsetCommitResponsePartition]] = {}
-    for topic_name, partition in dict.fromkeys(order):
-        by_topic.setdefault(topic_name, []).append(
-            OffsetCommitResponsePartition(partition_index=i32(partition), error_code=errors[(topic_name, partition)])
-        )
     return OffsetCommitResponse(
         throttle_time=NO_THROTTLE,
         topics=tuple(
-            OffsetCommitResponseTopic(name=TopicName(name), partitions=tuple(parts)) for name, parts in by_topic.items()
+            OffsetCommitResponseTopic(
+                name=TopicName(name),
+                partitions=tuple(
+                    OffsetCommitResponsePartition(partition_index=i32(partition), error_code=error)
+                    for partition, error in parts
+                ),
+            )
+            for name, parts in plan.answers(outcome).items()
         ),
     )

@@ -28,9 +28,8 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from seglog.engine.errors import GroupError, SeglogError
-from seglog.engine.groups import MAX_METADATA_BYTES
 from seglog.server.apis._common import NO_THROTTLE
-from seglog.server.apis._groups import group_id_problem
+from seglog.server.apis._groups import group_id_problem, plan_offset_commit
 from seglog.server.apis._txn import txn_error_code
 from seglog.server.broker import Broker
 from seglog.server.protocol import DecodedRequest
@@ -44,37 +43,15 @@ _FENCED_FROM: Final = 3
 async def handle(broker: Broker, request: DecodedRequest) -> TxnOffsetCommitResponse:
     body = request.body
     group = body.group_id
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], int] = {}
-    metadata: dict[tuple[str, int], str] = {}
-    order: list[tuple[str, int]] = []
-    for topic in body.topics or ():
-        try:
-            count = broker.engine.partitions_for(topic.name)
-        except SeglogError:
-            count = 0
-        for p in topic.partitions or ():
-            tp = (topic.name, int(p.partition_index))
-            order.append(tp)
-            text = p.committed_metadata or ""
-            if not 0 <= tp[1] < count:
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            elif len(text.encode("utf-8", "surrogatepass")) > MAX_METADATA_BYTES:
-                errors[tp] = ErrorCode.offset_metadata_too_large
-            elif int(p.committed_offset) < 0:
-                errors[tp] = ErrorCode.offset_out_of_range
-            else:
-                offsets[tp] = int(p.committed_offset)
-                if text:
-                    metadata[tp] = text
+    plan = plan_offset_commit(broker, body.topics)
     outcome = ErrorCode.none
     if group_id_problem(group):
         outcome = ErrorCode.invalid_group_id
-    elif offsets:
+    elif plan.offsets:
         try:
             await broker.engine.transactions.txn_offset_commit(
-                body.transactional_id, group, int(body.producer_id), int(body.producer_epoch), offsets,
-                metadata=metadata, member_id=getattr(body, "member_id", "") or "",
+                body.transactional_id, group, int(body.producer_id), int(body.producer_epoch), plan.offsets,
+                metadata=plan.metadata, member_id=getattr(body, "member_id", "") or "",
                 generation_id=int(getattr(body, "generation_id", -1)),
                 group_instance_id=getattr(body, "group_instance_id", None),
             )
@@ -83,17 +60,16 @@ async def handle(broker: Broker, request: DecodedRequest) -> TxnOffsetCommitResp
         except SeglogError as exc:
             outcome = txn_error_code(exc, f"TxnOffsetCommit of {body.transactional_id!r}", request.api_version,
                                      _FENCED_FROM)
-    for tp in offsets:
-        errors[tp] = outcome
-    by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
-    for topic_name, partition in dict.fromkeys(order):
-        by_topic.setdefault(topic_name, []).append(TxnOffsetCommitResponsePartition(
-            partition_index=i32(partition), error_code=errors.get((topic_name, partition), outcome)
-        ))
     return TxnOffsetCommitResponse(
         throttle_time=NO_THROTTLE,
         topics=tuple(
-            TxnOffsetCommitResponseTopic(name=TopicName(name), partitions=tuple(parts))
-            for name, parts in by_topic.items()
+            TxnOffsetCommitResponseTopic(
+                name=TopicName(name),
+                partitions=tuple(
+                    TxnOffsetCommitResponsePartition(partition_index=i32(partition), error_code=error)
+                    for partition, error in parts
+                ),
+            )
+            for name, parts in plan.answers(outcome).items()
         ),
     )
