@@ -24,6 +24,23 @@ async def read_all(log: PartitionLog, max_bytes: int = 1 << 20) -> list[Record]:
     return out
 
 
+async def read_pairs(
+    log: PartitionLog, isolation: str = "read_uncommitted", max_bytes: int = 100
+) -> list[tuple[int, bytes | None]]:
+    """``(offset, value)`` of every record ``isolation`` lets a reader see, from the log start until reads stop moving.
+
+    A ``read_committed`` reader stops at the last stable offset, not the log end.
+    """
+    out: list[tuple[int, bytes | None]] = []
+    offset = log.log_start_offset
+    while True:
+        got = await log.read(offset, max_bytes, isolation=isolation)  # type: ignore[arg-type]
+        out += [(r.offset, r.value) for r in got.records]
+        if got.next_offset == offset:
+            return out
+        offset = got.next_offset
+
+
 def open_log_files_under(root: Path) -> list[str]:
     """The ``.log`` files below ``root`` that this process still holds open (Linux ``/proc``)."""
     return open_files_under(root, (".log",))

@@ -7,16 +7,14 @@ must agree with a plain Python list of (offset, value, timestamp).
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
+from machinehelpers import EngineMachine
 
-from seglog.engine import Engine, LogConfig, OffsetAndTimestamp, Record, errors
+from seglog.engine import LogConfig, OffsetAndTimestamp, Record, errors
 
 CONFIG = LogConfig(
     segment_bytes=1024,
@@ -30,29 +28,13 @@ values = st.binary(min_size=0, max_size=120)
 timestamps = st.integers(min_value=0, max_value=2_000)
 
 
-class LogMachine(RuleBasedStateMachine):
+class LogMachine(EngineMachine):
+    CONFIG = CONFIG
+
     def __init__(self) -> None:
         super().__init__()
-        self.loop = asyncio.new_event_loop()
-        self.dir = Path(tempfile.mkdtemp(prefix="seglog-sm-"))
-        self.engine = self.run(Engine.open(self.dir, CONFIG))
-        self.run(self.engine.create_topic("t"))
         self.model: list[tuple[int, bytes, int]] = []  # (offset, value, timestamp)
         self.start = 0
-
-    def run(self, coro):  # type: ignore[no-untyped-def]
-        return self.loop.run_until_complete(coro)
-
-    @property
-    def log(self):  # type: ignore[no-untyped-def]
-        return self.engine.log("t")
-
-    def teardown(self) -> None:
-        try:
-            self.run(self.engine.close())
-        finally:
-            self.loop.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
 
     @rule(batch=st.lists(st.tuples(values, timestamps), min_size=1, max_size=6))
     def append(self, batch: list[tuple[bytes, int]]) -> None:
@@ -118,13 +100,8 @@ class LogMachine(RuleBasedStateMachine):
         assert hit == (None if expect is None else OffsetAndTimestamp(*expect))
 
     @rule()
-    def roll(self) -> None:
-        self.run(self.log.roll())
-
-    @rule()
     def reopen(self) -> None:
-        self.run(self.engine.close())
-        self.engine = self.run(Engine.open(self.dir, CONFIG))
+        self.reopen_engine()
 
     @precondition(lambda self: len(self.model) > 0)
     @rule(data=st.data())

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import google_crc32c
 import pytest
-from enginehelpers import reach
+from enginehelpers import reach, read_pairs
 
 from seglog.engine import AbortedTransaction, Engine, LogConfig, PartitionLog, Record
 from seglog.engine.errors import (
@@ -42,17 +42,6 @@ async def _txn(log: PartitionLog, seq: int, *values: str, pid: int = PID, epoch:
     res = await log.append(_records(*values), producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                            transactional=True)
     return res.first_offset
-
-
-async def _all(log: PartitionLog, isolation: str = "read_uncommitted") -> list[tuple[int, bytes | None]]:
-    out: list[tuple[int, bytes | None]] = []
-    offset = log.log_start_offset
-    while True:
-        got = await log.read(offset, 64, isolation=isolation)  # type: ignore[arg-type]
-        out += [(r.offset, r.value) for r in got.records]
-        if got.next_offset == offset:
-            return out
-        offset = got.next_offset
 
 
 def _kafka_txn_batch(values: list[bytes], *, pid: int, epoch: int, seq: int, attributes: int = 0x10) -> bytes:
@@ -81,10 +70,10 @@ async def test_an_open_transaction_holds_the_lso_at_its_first_offset_until_its_c
     first = await _txn(log, 0, "t1", "t2")
     await log.append(_records("plain"))
     assert log.last_stable_offset == first == 1
-    assert await _all(log, "read_committed") == [(0, b"before")]
+    assert await read_pairs(log, "read_committed") == [(0, b"before")]
     marker = await log.write_txn_marker(PID, 0, commit=True)
     assert marker == 4 and log.last_stable_offset == log.log_end_offset == 5
-    assert await _all(log, "read_committed") == [(0, b"before"), (1, b"t1"), (2, b"t2"), (3, b"plain")]
+    assert await read_pairs(log, "read_committed") == [(0, b"before"), (1, b"t1"), (2, b"t2"), (3, b"plain")]
     assert log.aborted_transactions(0, 5) == []
 
 
@@ -108,8 +97,8 @@ async def test_aborted_records_are_seen_only_by_read_uncommitted_and_markers_by_
     await _txn(log, 2, "yes")
     commit = await log.write_txn_marker(PID, 0, commit=True)
     assert (abort, commit) == (3, 5)
-    assert await _all(log) == [(0, b"gone1"), (1, b"gone2"), (2, b"kept"), (4, b"yes")]
-    assert await _all(log, "read_committed") == [(2, b"kept"), (4, b"yes")]
+    assert await read_pairs(log) == [(0, b"gone1"), (1, b"gone2"), (2, b"kept"), (4, b"yes")]
+    assert await read_pairs(log, "read_committed") == [(2, b"kept"), (4, b"yes")]
     assert log.aborted_transactions(0, 6) == [AbortedTransaction(PID, 0)]
     assert log.aborted_transactions(4, 6) == []  # the abort ended at 3, before the range
 
@@ -136,7 +125,7 @@ async def test_an_abort_writes_kafkas_34_byte_entry_to_the_segments_txnindex(log
 async def test_an_abort_with_no_transaction_open_is_written_and_indexed_as_kafka_does(log: PartitionLog) -> None:
     marker = await log.write_txn_marker(PID, 0, commit=False)
     assert log.aborted_transactions(0, 1) == [AbortedTransaction(PID, marker)]
-    assert await _all(log) == []
+    assert await read_pairs(log) == []
 
 
 # ------------------------------------------------------------------------------------------ refusals
@@ -190,7 +179,7 @@ async def test_a_kafka_transactional_batch_opens_a_transaction_and_a_producers_c
     with pytest.raises(KafkaBatchError, match="control batch"):
         await log.append_kafka_batch(_kafka_txn_batch([b"m"], pid=PID, epoch=0, seq=2, attributes=0x30))
     await log.write_txn_marker(PID, 0, commit=True)
-    assert await _all(log, "read_committed") == [(0, b"k1"), (1, b"k2")]
+    assert await read_pairs(log, "read_committed") == [(0, b"k1"), (1, b"k2")]
     batches = await log.read_batches(0)
     assert [(h.is_transactional, h.is_control) for h, _ in batches] == [(True, False), (True, True)]
 
@@ -257,9 +246,9 @@ async def test_open_and_aborted_transactions_survive_a_restart(tmp_path: Path, s
         await log.load_producer_state()  # after a crash: rebuilt on first need, or now
         assert (log.last_stable_offset, log.aborted_transactions(0, 100)) == before == (1, [(OTHER, 0)])
         assert (data / "t-0" / "00000000000000000001.txnindex").read_bytes() == entry
-        assert await _all(log, "read_committed") == []
+        assert await read_pairs(log, "read_committed") == []
         await log.write_txn_marker(PID, 0, commit=True)
-        assert await _all(log, "read_committed") == [(1, b"open"), (2, b"plain"), (4, b"after")]
+        assert await read_pairs(log, "read_committed") == [(1, b"open"), (2, b"plain"), (4, b"after")]
 
 
 async def test_recovery_rebuilds_the_txnindex_of_the_segments_it_scans(tmp_path: Path) -> None:
@@ -281,7 +270,7 @@ async def test_recovery_rebuilds_the_txnindex_of_the_segments_it_scans(tmp_path:
         await log.load_producer_state()
         assert (crashed / "t-0" / "00000000000000000000.txnindex").read_bytes() == entries
         assert entries == struct.pack(">hqqqqhqqqq", 0, OTHER, 1, 2, 0, 0, PID, 0, 3, 4)
-        assert await _all(log, "read_committed") == []
+        assert await read_pairs(log, "read_committed") == []
 
 
 async def test_retention_forgets_the_aborts_of_the_segments_it_deletes(tmp_path: Path) -> None:
@@ -295,4 +284,4 @@ async def test_retention_forgets_the_aborts_of_the_segments_it_deletes(tmp_path:
         assert log.aborted_transactions(0, 3) == [(PID, 0)]
         await log.delete_records_before(2)
         assert log.aborted_transactions(0, 3) == []
-        assert await _all(log, "read_committed") == [(2, b"b")]
+        assert await read_pairs(log, "read_committed") == [(2, b"b")]

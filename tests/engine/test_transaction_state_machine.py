@@ -11,17 +11,15 @@ is the first offset of the oldest open transaction (else the log end).
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from enginehelpers import read_pairs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
+from machinehelpers import EngineMachine
 
-from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.engine import Engine, LogConfig, Record
 
 CONFIG = LogConfig(segment_bytes=1024, segment_index_bytes=96, index_interval_bytes=64, file_delete_delay_ms=0)
 PRODUCERS = (7, 8)
@@ -36,31 +34,15 @@ class Producer:
     open_offsets: list[int] = field(default_factory=list)
 
 
-class TransactionMachine(RuleBasedStateMachine):
+class TransactionMachine(EngineMachine):
+    CONFIG = CONFIG
+
     def __init__(self) -> None:
         super().__init__()
-        self.loop = asyncio.new_event_loop()
-        self.dir = Path(tempfile.mkdtemp(prefix="seglog-txn-sm-"))
-        self.engine = self.run(Engine.open(self.dir, CONFIG))
-        self.run(self.engine.create_topic("t"))
         self.end = 0
         self.data: dict[int, bytes] = {}  # every data record by offset
         self.aborted: set[int] = set()  # offsets of aborted transactions' records
         self.producers = {pid: Producer() for pid in PRODUCERS}
-
-    def run(self, coro):  # type: ignore[no-untyped-def]
-        return self.loop.run_until_complete(coro)
-
-    @property
-    def log(self) -> PartitionLog:
-        return self.engine.log("t")
-
-    def teardown(self) -> None:
-        try:
-            self.run(self.engine.close())
-        finally:
-            self.loop.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
 
     def _take(self, batch: list[bytes], first: int) -> list[int]:
         assert first == self.end
@@ -96,13 +78,8 @@ class TransactionMachine(RuleBasedStateMachine):
         producer.open_first, producer.open_offsets = None, []
 
     @rule()
-    def roll(self) -> None:
-        self.run(self.log.roll())
-
-    @rule()
     def clean_reopen(self) -> None:
-        self.run(self.engine.close())
-        self.engine = self.run(Engine.open(self.dir, CONFIG))
+        self.reopen_engine()
 
     @rule()
     def crash(self) -> None:
@@ -129,23 +106,13 @@ class TransactionMachine(RuleBasedStateMachine):
         lso = self._lso()
         return [(o, v) for o, v in sorted(self.data.items()) if start <= o < lso and o not in self.aborted]
 
-    def _read_all(self, isolation: str) -> list[tuple[int, bytes | None]]:
-        out: list[tuple[int, bytes | None]] = []
-        offset = 0
-        while True:
-            got = self.run(self.log.read(offset, 100, isolation=isolation))  # type: ignore[arg-type]
-            out += [(r.offset, r.value) for r in got.records]
-            if got.next_offset == offset:
-                return out
-            offset = got.next_offset
-
     @invariant()
     def isolation_levels_agree_with_the_model(self) -> None:
         log = self.log
         assert log.log_end_offset == self.end
         assert log.last_stable_offset == self._lso()
-        assert self._read_all("read_uncommitted") == sorted(self.data.items())
-        assert self._read_all("read_committed") == self._committed()
+        assert self.run(read_pairs(self.log)) == sorted(self.data.items())
+        assert self.run(read_pairs(self.log, "read_committed")) == self._committed()
         aborted_firsts = {(t.producer_id, t.first_offset) for t in log.aborted_transactions(0, self.end)}
         for offset in self.aborted:  # every aborted record is covered by an aborted transaction's range
             assert any(first <= offset for _, first in aborted_firsts)
