@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import random
 import shutil
@@ -9,12 +10,37 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from seglog.engine import Record
+from seglog.engine import Engine, LogConfig, Record
 
 KEY_BYTES: Final = 16  # the benchmark's record shape: 16-B key, 100-B value, int timestamp
+# Fixed, so that time lookups hit known records run after run. They lie in the past, so every engine the
+# benchmark opens must keep records whatever their age: see open_engine.
 BASE_TIMESTAMP_MS: Final = 1_700_000_000_000
+# How often the engines the benchmark opens check retention (None: the engine's default). A run sets it from
+# BenchOptions; the tests shorten it to show that no section loses records to retention.
+RETENTION_CHECK_INTERVAL_MS: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "seglog_bench_retention_check_interval_ms", default=None
+)
+
+
+def bench_config(config: LogConfig | None = None) -> LogConfig:
+    """``config`` (default: the engine's defaults) with retention by time off (``retention.ms`` -1).
+
+    The records' timestamps start at ``BASE_TIMESTAMP_MS``, long past the
+    default 7 days of ``retention.ms``: with it on, the engine's periodic
+    retention check would roll and delete the logs a section is measuring.
+    """
+    return (config or LogConfig()).with_overrides(retention_ms=-1)
+
+
+async def open_engine(path: Path, config: LogConfig | None = None, **options: Any) -> Engine:
+    """``Engine.open(path, bench_config(config), **options)``: how every benchmark section opens an engine."""
+    interval = RETENTION_CHECK_INTERVAL_MS.get()
+    if interval is not None:
+        options.setdefault("retention_check_interval_ms", interval)
+    return await Engine.open(path, bench_config(config), **options)
 
 
 class Dataset:

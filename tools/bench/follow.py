@@ -26,7 +26,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Final
 
-from seglog.engine import Engine, Record, run
+from seglog.engine import Record, run
+from seglog.tools.bench.data import open_engine
 
 TOPIC: Final = "follow"
 REPLY_TIMEOUT_S: Final = 120.0
@@ -36,7 +37,7 @@ def _writer(conn: Connection, directory: str, count: int, gap_s: float) -> None:
     """The child process: create the topic, say ready, append ``count`` records on "go", send the stamps."""
 
     async def main() -> None:
-        async with Engine.open(directory) as engine:
+        async with await open_engine(Path(directory)) as engine:
             await engine.create_topic(TOPIC)  # a fresh directory
             plog = engine.log(TOPIC)
             conn.send("ready")
@@ -91,7 +92,7 @@ async def follow_latencies(
     try:
         assert await receive() == "ready"
         with _polling(poll):
-            follower = await Engine.open(directory, read_only=True, follow_interval_ms=interval_ms)
+            follower = await open_engine(directory, read_only=True, follow_interval_ms=interval_ms)
         try:
             notified = bool(follower._follower is not None and follower._follower.notified)
             plog = follower.log(TOPIC)

@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from seglog.engine import Engine
 from seglog.segments.fileio import atomic_write
-from seglog.tools.bench.data import remove
+from seglog.tools.bench.data import open_engine, remove
 from seglog.tools.bench.timing import Rate, Rounds, interleave, now
 
 PARTITIONS: Final = 10
@@ -95,7 +94,7 @@ async def run_section(sizes: GroupSizes, rounds: Rounds, directory: Path, say: C
     """Run the variants round by round; the rows (commits/s) and ratios of the report."""
     groups = [f"group-{i:04d}" for i in range(sizes.groups)]
     rates = {(row, col): Rate() for row in ROWS for col in COLUMNS}
-    engine = await Engine.open(directory / "seglog")
+    engine = await open_engine(directory / "seglog")
     files = _FilePerGroup(directory / "file-per-group")
     full = _Sqlite(directory / "full.sqlite", "FULL")
     normal = _Sqlite(directory / "normal.sqlite", "NORMAL")

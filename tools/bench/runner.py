@@ -13,10 +13,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
 
-from seglog.engine import Engine, LogConfig, run
+from seglog.engine import LogConfig, run
 from seglog.tools.bench import references as ref
 from seglog.tools.bench import scaling, workloads
-from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset, Scratch, remove
+from seglog.tools.bench.data import (
+    BASE_TIMESTAMP_MS,
+    RETENTION_CHECK_INTERVAL_MS,
+    Dataset,
+    Scratch,
+    open_engine,
+    remove,
+)
 from seglog.tools.bench.follow import follow_latencies
 from seglog.tools.bench.report import Report
 from seglog.tools.bench.timing import Latency, Rate, Rounds, interleave, now, settle
@@ -82,6 +89,9 @@ class BenchOptions:
     # The cyclic GC's first threshold for the run (gc.set_threshold), for everyone measured: None keeps
     # Python's default (700). Shows what the common tuning of allocation-heavy services does here.
     gc_threshold: int | None = None
+    # How often every engine the run opens checks retention (Engine.open's retention_check_interval_ms): None
+    # keeps the engine's default. The tests shorten it to show that no section's records are deleted under it.
+    retention_check_interval_ms: int | None = None
 
 
 def run_bench(options: BenchOptions) -> Report:
@@ -107,6 +117,7 @@ async def _run(options: BenchOptions) -> Report:
     )
     scratch = Scratch(options.workdir)
     started = now()
+    interval = RETENTION_CHECK_INTERVAL_MS.set(options.retention_check_interval_ms)
     try:
         bench = _Bench(sizes, scratch, report, options)
         for name in ALL_SECTIONS:
@@ -116,6 +127,7 @@ async def _run(options: BenchOptions) -> Report:
                 await getattr(bench, name)()
                 options.progress(f"{name}: {now() - section_start:.1f} s")
     finally:
+        RETENTION_CHECK_INTERVAL_MS.reset(interval)
         scratch.cleanup()
     report.seconds = now() - started
     report.notes["max_rss_mb"] = f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}"
@@ -338,7 +350,7 @@ class _Bench:
         n = s.lookup_records
         data = self.data(100, n)
         directory = self.scratch.fresh("lookup")
-        engine = await Engine.open(directory / "seglog")
+        engine = await open_engine(directory / "seglog")
         try:
             for topic in ("b100", "b1000", "sub"):
                 await engine.create_topic(topic)
@@ -552,7 +564,7 @@ class _Bench:
     async def scaling(self) -> None:
         s = self.sizes
         directory = self.scratch.fresh("scaling")
-        engine = await Engine.open(directory)
+        engine = await open_engine(directory)
         lat = {k: Latency() for k in ("ps", "pl", "ts", "tl")}
         try:
             logs = {}

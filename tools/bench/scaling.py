@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from seglog.engine import Engine, LogConfig, Record, offline
-from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset
+from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset, open_engine
 from seglog.tools.bench.timing import now
 from seglog.tools.bench.workloads import TOPIC
 
@@ -35,7 +35,7 @@ async def build_many_partitions(root: Path, partitions: int, batches_per_segment
     (recovering them) and closes the directory once more.
     """
     batch = data.records[:30]
-    async with Engine.open(root) as engine:
+    async with await open_engine(root) as engine:
         await engine.create_topic(TOPIC, partitions=partitions)
         log = engine.log(TOPIC, 0)
         for segment in range(SEGMENTS_PER_PARTITION):
@@ -56,7 +56,7 @@ async def build_many_partitions(root: Path, partitions: int, batches_per_segment
     # The copies changed the partitions behind the clean close's back: one unclean open (recovering
     # them) and a clean close leave the directory as an engine would, its .clean-shutdown record true.
     (root / ".clean-shutdown").unlink()
-    async with Engine.open(root):
+    async with await open_engine(root):
         pass
     return partitions * sum(p.stat().st_size for p in files if p.suffix == offline.LOG_SUFFIX)
 
@@ -69,7 +69,7 @@ async def timed_open(root: Path, *, use_every_partition: bool = False) -> float:
     its first use, so this is what the open deferred.
     """
     start = now()
-    engine = await Engine.open(root)
+    engine = await open_engine(root)
     if use_every_partition:
         for log in engine.logs():
             await log.read(log.log_start_offset, max_bytes=1)
@@ -114,7 +114,7 @@ async def build_crash_cases(root: Path, data: Dataset, unit_bytes: int) -> list[
     for name, units, afters in (("big", 4, (4, 2, 1)), ("small", 2, (1,))):
         directory = root / name
         checkpoints: dict[int, bytes] = {}
-        async with Engine.open(directory, config) as engine:
+        async with await open_engine(directory, config) as engine:
             await engine.create_topic(TOPIC, partitions=1)
             log = engine.log(TOPIC, 0)
             cursor = _cycle(data)
@@ -146,7 +146,7 @@ async def timed_recovery(case: CrashCase) -> tuple[float, int]:
         recovered[0] += getattr(progress, "bytes_recovered", 0)
 
     start = now()
-    engine = await Engine.open(case.root, on_progress=on_progress)
+    engine = await open_engine(case.root, on_progress=on_progress)
     elapsed = now() - start
     if engine.had_clean_shutdown:
         raise RuntimeError(f"{case.root}: expected an unclean open")

@@ -43,17 +43,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.engine import LogConfig, PartitionLog, Record
 from seglog.tools.bench import kvpeers, workloads
 from seglog.tools.bench import references as ref
-from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset, remove
+from seglog.tools.bench.data import BASE_TIMESTAMP_MS, Dataset, open_engine, remove
 from seglog.tools.bench.timing import Rounds, now, percentile
 
 CONCURRENT_CALLERS: Final = 100
-# 1000 records of 1 KiB make a ~1.05 MB batch, above Kafka's default max.message.bytes (1 MiB + 12). The records'
-# timestamps lie years in the past: with the default retention.ms the engine's retention check (every 5 minutes)
-# would delete the read logs in the middle of a run.
-CONFIG: Final = LogConfig(max_message_bytes=4 << 20, retention_ms=-1)
+# 1000 records of 1 KiB make a ~1.05 MB batch, above Kafka's default max.message.bytes (1 MiB + 12).
+CONFIG: Final = LogConfig(max_message_bytes=4 << 20)
 RECORDS_PER_APPEND: Final = (1, 10, 100, 1000)
 VALUE_BYTES: Final = (100, 1024)
 COLUMNS: Final = ("seglog", "sqlite", "lmdb", "rocksdb", "raw")
@@ -234,7 +232,7 @@ async def run_section(
         v: data(v, max(read_records(sizes, v), *(produce_records(sizes, s) for s in SHAPES if s.value_bytes == v)))
         for v in VALUE_BYTES
     }
-    engine = await Engine.open(directory / "seglog", CONFIG)
+    engine = await open_engine(directory / "seglog", CONFIG)
     sqlite: dict[int, ref.SqlitePeer] = {}
     kv: dict[tuple[str, int], kvpeers.KvPeer] = {}
     try:

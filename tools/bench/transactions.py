@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from seglog.engine import Engine, Record
+from seglog.engine import Record
 from seglog.engine.producer_state import increment_sequence
-from seglog.tools.bench.data import remove
+from seglog.tools.bench.data import open_engine, remove
 from seglog.tools.bench.timing import Rate, Rounds, interleave, now
 
 BATCH: Final = 100  # records a batch (one append), as a Kafka producer's batch of 100-byte records
@@ -69,7 +69,7 @@ async def run_section(sizes: TxnSizes, rounds: Rounds, directory: Path, say: Cal
     ]
     records = len(batches) * BATCH
     rates = {column: Rate() for column in COLUMNS}
-    engine = await Engine.open(directory / "seglog")
+    engine = await open_engine(directory / "seglog")
     round_no = [0]
     try:
         for topic in COLUMNS:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.tools.bench.data import open_engine
 from seglog.tools.bench.timing import now
 
 TOPIC: Final = "bench"
@@ -24,7 +25,7 @@ async def open_log(
     directory: Path, config: LogConfig | None = None, *, create: bool = True
 ) -> tuple[Engine, PartitionLog]:
     """Open an engine on ``directory`` (creating topic ``bench`` with one partition if asked)."""
-    engine = await Engine.open(directory, config)
+    engine = await open_engine(directory, config)
     try:
         if create:
             await engine.create_topic(TOPIC, partitions=1)
