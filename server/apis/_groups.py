@@ -6,16 +6,20 @@ Must not import: ``tools``.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from seglog.engine.coordinator import GroupErrorCode
 from seglog.engine.errors import SeglogError
 from seglog.engine.groups import MAX_METADATA_BYTES
 from seglog.engine.validate import validate_group
 from seglog.server.broker import Broker
+
+TopicT = TypeVar("TopicT")
 
 __all__ = ["OffsetCommitPlan", "code", "group_id_problem", "ms", "plan_offset_commit"]
 
@@ -68,12 +72,19 @@ class OffsetCommitPlan(NamedTuple):
     order: list[tuple[str, int]]
     """Every partition as the request named it (repeats included): the answer's order."""
 
-    def answers(self, outcome: ErrorCode) -> dict[str, list[tuple[int, ErrorCode]]]:
-        """Per topic, in request order and once each, ``(partition, error)``: ``outcome`` for those committed."""
-        by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
+    def answer_topics(
+        self, outcome: ErrorCode, topic: Callable[..., TopicT], partition: Callable[..., object]
+    ) -> tuple[TopicT, ...]:
+        """The answer's topics, built with the response's ``topic`` and ``partition`` classes.
+
+        Each partition once, in request order, grouped by topic; a committed
+        partition gets ``outcome``, a refused one its refusal.
+        """
+        by_topic: dict[str, list[object]] = {}
         for tp in dict.fromkeys(self.order):
-            by_topic.setdefault(tp[0], []).append((tp[1], outcome if tp in self.offsets else self.errors[tp]))
-        return by_topic
+            error = outcome if tp in self.offsets else self.errors[tp]
+            by_topic.setdefault(tp[0], []).append(partition(partition_index=i32(tp[1]), error_code=error))
+        return tuple(topic(name=TopicName(name), partitions=tuple(parts)) for name, parts in by_topic.items())
 
 
 def plan_offset_commit(broker: Broker, topics: Iterable[_CommitTopic] | None) -> OffsetCommitPlan:

@@ -27,8 +27,6 @@ from kio.schema.offset_commit.v8.response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
-from kio.schema.types import TopicName
-from kio.static.primitive import i32
 
 from seglog.engine.errors import SeglogError
 from seglog.server.apis._common import NO_THROTTLE
@@ -61,14 +59,5 @@ async def handle(broker: Broker, request: DecodedRequest) -> OffsetCommitRespons
             outcome = ErrorCode.coordinator_not_available
     return OffsetCommitResponse(
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            OffsetCommitResponseTopic(
-                name=TopicName(name),
-                partitions=tuple(
-                    OffsetCommitResponsePartition(partition_index=i32(partition), error_code=error)
-                    for partition, error in parts
-                ),
-            )
-            for name, parts in plan.answers(outcome).items()
-        ),
+        topics=plan.answer_topics(outcome, OffsetCommitResponseTopic, OffsetCommitResponsePartition),
     )

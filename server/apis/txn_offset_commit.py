@@ -24,8 +24,6 @@ from kio.schema.txn_offset_commit.v3.response import (
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
-from kio.schema.types import TopicName
-from kio.static.primitive import i32
 
 from seglog.engine.errors import GroupError, SeglogError
 from seglog.server.apis._common import NO_THROTTLE
@@ -62,14 +60,5 @@ async def handle(broker: Broker, request: DecodedRequest) -> TxnOffsetCommitResp
                                      _FENCED_FROM)
     return TxnOffsetCommitResponse(
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            TxnOffsetCommitResponseTopic(
-                name=TopicName(name),
-                partitions=tuple(
-                    TxnOffsetCommitResponsePartition(partition_index=i32(partition), error_code=error)
-                    for partition, error in parts
-                ),
-            )
-            for name, parts in plan.answers(outcome).items()
-        ),
+        topics=plan.answer_topics(outcome, TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition),
     )
