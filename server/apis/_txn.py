@@ -6,13 +6,14 @@ Must not import: ``tools``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from kio.schema.errors import ErrorCode
 
 from seglog.engine.errors import ProducerFencedError, SeglogError
 from seglog.server.broker import error_code_of
 
-__all__ = ["txn_error_code"]
+__all__ = ["txn_error_code", "txn_outcome"]
 
 log = logging.getLogger("seglog.server")
 
@@ -30,3 +31,12 @@ def txn_error_code(exc: SeglogError, what: str, version: int, fenced_from: int) 
         code = error_code_of(exc)
     log.info("%s refused (%s): %s", what, code.name, exc)
     return code
+
+
+async def txn_outcome(call: Awaitable[object], what: str, version: int, fenced_from: int) -> ErrorCode:
+    """``NONE`` once the transaction call ``call`` is done; if it is refused, its :func:`txn_error_code`."""
+    try:
+        await call
+    except SeglogError as exc:
+        return txn_error_code(exc, what, version, fenced_from)
+    return ErrorCode.none

@@ -15,10 +15,9 @@ from typing import Final
 from kio.schema.add_offsets_to_txn.v3.response import AddOffsetsToTxnResponse
 from kio.schema.errors import ErrorCode
 
-from seglog.engine.errors import SeglogError
 from seglog.server.apis._common import NO_THROTTLE
 from seglog.server.apis._groups import group_id_problem
-from seglog.server.apis._txn import txn_error_code
+from seglog.server.apis._txn import txn_outcome
 from seglog.server.broker import Broker
 from seglog.server.protocol import DecodedRequest
 
@@ -32,12 +31,10 @@ async def handle(broker: Broker, request: DecodedRequest) -> AddOffsetsToTxnResp
     body = request.body
     if group_id_problem(body.group_id):
         return AddOffsetsToTxnResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_group_id)
-    code = ErrorCode.none
-    try:
-        await broker.engine.transactions.add_offsets(
+    code = await txn_outcome(
+        broker.engine.transactions.add_offsets(
             body.transactional_id, int(body.producer_id), int(body.producer_epoch), body.group_id
-        )
-    except SeglogError as exc:
-        code = txn_error_code(exc, f"AddOffsetsToTxn of {body.transactional_id!r}", request.api_version,
-                              _FENCED_FROM)
+        ),
+        f"AddOffsetsToTxn of {body.transactional_id!r}", request.api_version, _FENCED_FROM,
+    )
     return AddOffsetsToTxnResponse(throttle_time=NO_THROTTLE, error_code=code)

@@ -27,7 +27,7 @@ from kio.static.primitive import i32
 
 from seglog.engine.errors import SeglogError
 from seglog.server.apis._common import NO_THROTTLE
-from seglog.server.apis._txn import txn_error_code
+from seglog.server.apis._txn import txn_outcome
 from seglog.server.broker import Broker
 from seglog.server.protocol import DecodedRequest
 
@@ -48,13 +48,12 @@ async def handle(broker: Broker, request: DecodedRequest) -> AddPartitionsToTxnR
         errors = {tp: ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
                   for tp in wanted}
     else:
-        outcome = ErrorCode.none
-        try:
-            await broker.engine.transactions.add_partitions(
+        outcome = await txn_outcome(
+            broker.engine.transactions.add_partitions(
                 txn_id, int(body.v3_and_below_producer_id), int(body.v3_and_below_producer_epoch), wanted
-            )
-        except SeglogError as exc:
-            outcome = txn_error_code(exc, f"AddPartitionsToTxn of {txn_id!r}", request.api_version, _FENCED_FROM)
+            ),
+            f"AddPartitionsToTxn of {txn_id!r}", request.api_version, _FENCED_FROM,
+        )
         errors = dict.fromkeys(wanted, outcome)
     by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
     for topic, partition in dict.fromkeys(wanted):

@@ -18,11 +18,9 @@ from __future__ import annotations
 from typing import Final
 
 from kio.schema.end_txn.v3.response import EndTxnResponse
-from kio.schema.errors import ErrorCode
 
-from seglog.engine.errors import SeglogError
 from seglog.server.apis._common import NO_THROTTLE
-from seglog.server.apis._txn import txn_error_code
+from seglog.server.apis._txn import txn_outcome
 from seglog.server.broker import Broker
 from seglog.server.protocol import DecodedRequest
 
@@ -34,11 +32,10 @@ _FENCED_FROM: Final = 2
 
 async def handle(broker: Broker, request: DecodedRequest) -> EndTxnResponse:
     body = request.body
-    code = ErrorCode.none
-    try:
-        await broker.engine.transactions.end_txn(
+    code = await txn_outcome(
+        broker.engine.transactions.end_txn(
             body.transactional_id, int(body.producer_id), int(body.producer_epoch), bool(body.committed)
-        )
-    except SeglogError as exc:
-        code = txn_error_code(exc, f"EndTxn of {body.transactional_id!r}", request.api_version, _FENCED_FROM)
+        ),
+        f"EndTxn of {body.transactional_id!r}", request.api_version, _FENCED_FROM,
+    )
     return EndTxnResponse(throttle_time=NO_THROTTLE, error_code=code)
