@@ -34,7 +34,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
-from wire import WireClient, fetched_records
+from wire import WireClient, fetched_records, versions
 
 from seglog.engine import Engine, Record
 from seglog.server import KafkaServer
@@ -43,11 +43,6 @@ from seglog.server.records import encode_batch
 
 MS = i32Timedelta.parse(datetime.timedelta(milliseconds=1000))
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
-
-
-def versions(key: int) -> list[int]:
-    api = APIS[key]
-    return list(range(api.min_version, api.max_version + 1))
 
 
 def test_the_advertised_ranges_are_the_ones_documented() -> None:

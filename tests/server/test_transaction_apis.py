@@ -26,19 +26,13 @@ from kio.schema.txn_offset_commit.v3.request import (
 )
 from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
-from wire import WireClient
+from wire import WireClient, versions
 
 from seglog.engine import Engine
 from seglog.server import KafkaServer
-from seglog.server.apis import APIS
 
 TIMEOUT = i32Timedelta.parse(datetime.timedelta(milliseconds=60_000))
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
-
-
-def versions(key: int) -> list[int]:
-    api = APIS[key]
-    return list(range(api.min_version, api.max_version + 1))
 
 
 @pytest.fixture

@@ -18,9 +18,16 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
+from seglog.server.apis import APIS
 from seglog.server.protocol import _fields_of, downgrade
 
 TIMEOUT = 15.0
+
+
+def versions(key: int) -> list[int]:
+    """Every version of API ``key`` the server answers, oldest first: what a test sweeps."""
+    api = APIS[key]
+    return list(range(api.min_version, api.max_version + 1))
 
 
 def _project(request: Any, schema: type) -> Any:
