@@ -13,6 +13,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from seglog.engine import Engine, LogConfig, PartitionLog
@@ -58,3 +59,17 @@ class EngineMachine(RuleBasedStateMachine):
     @rule()
     def roll(self) -> None:
         self.run(self.log.roll())
+
+
+def machine_test(machine: type[EngineMachine], *, max_examples: int, steps: int) -> type[Any]:
+    """``machine``'s pytest case, with ``max_examples`` runs of up to ``steps`` steps.
+
+    No deadline and no too-slow health check: every step does file I/O, whose
+    time on a shared machine says nothing about the code.
+    """
+    case = machine.TestCase
+    case.settings = settings(
+        max_examples=max_examples, stateful_step_count=steps, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    return case

@@ -9,10 +9,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
-from machinehelpers import EngineMachine
+from machinehelpers import EngineMachine, machine_test
 
 from seglog.engine import LogConfig, OffsetAndTimestamp, Record, errors
 
@@ -129,10 +128,4 @@ class LogMachine(EngineMachine):
         assert self.log.log_start_offset == self.start
 
 
-LogMachine.TestCase.settings = settings(
-    max_examples=25,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-test_partition_log_against_a_list = LogMachine.TestCase
+test_partition_log_against_a_list = machine_test(LogMachine, max_examples=25, steps=30)

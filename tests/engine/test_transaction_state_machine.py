@@ -14,10 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from enginehelpers import read_pairs
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
-from machinehelpers import EngineMachine
+from machinehelpers import EngineMachine, machine_test
 
 from seglog.engine import Engine, LogConfig, Record
 
@@ -118,10 +117,4 @@ class TransactionMachine(EngineMachine):
             assert any(first <= offset for _, first in aborted_firsts)
 
 
-TransactionMachine.TestCase.settings = settings(
-    max_examples=20,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-test_transactions_against_a_model_of_both_isolations = TransactionMachine.TestCase
+test_transactions_against_a_model_of_both_isolations = machine_test(TransactionMachine, max_examples=20, steps=25)

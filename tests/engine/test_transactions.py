@@ -55,6 +55,17 @@ class Markers:
         self.written.append((topic, partition, producer_id, epoch, commit))
 
 
+async def end_held_at_the_markers(
+    env: Env, coord: TransactionCoordinator, pid: int, epoch: int
+) -> asyncio.Task[None]:
+    """A commit of transaction "t" started and parked at its first marker (``PrepareCommit`` written); its task."""
+    env.markers.hold = asyncio.Event()
+    ending = asyncio.create_task(coord.end_txn("t", pid, epoch, True))
+    async with asyncio.timeout(BOUND_S):
+        await env.markers.reached.wait()
+    return ending
+
+
 class Env:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -220,10 +231,7 @@ async def test_ending_a_transaction_that_never_began_is_an_invalid_state(env: En
 async def test_calls_meeting_a_transaction_being_ended_are_told_to_retry_and_init_waits_for_it(env: Env) -> None:
     pid, epoch = await env.coord.init_producer_id("t", 60_000)
     await env.coord.add_partitions("t", pid, epoch, [("a", 0)])
-    env.markers.hold = asyncio.Event()
-    ending = asyncio.create_task(env.coord.end_txn("t", pid, epoch, True))
-    async with asyncio.timeout(BOUND_S):
-        await env.markers.reached.wait()
+    ending = await end_held_at_the_markers(env, env.coord, pid, epoch)
     assert state(env.coord) is S.PREPARE_COMMIT  # durable before any marker
     with pytest.raises(errors.ConcurrentTransactionsError):
         await env.coord.add_partitions("t", pid, epoch, [("b", 0)])
@@ -244,10 +252,7 @@ async def test_calls_meeting_a_transaction_being_ended_are_told_to_retry_and_ini
 async def test_a_caller_that_stops_waiting_does_not_stop_the_markers(env: Env) -> None:
     pid, epoch = await env.coord.init_producer_id("t", 60_000)
     await env.coord.add_partitions("t", pid, epoch, [("a", 0)])
-    env.markers.hold = asyncio.Event()
-    ending = asyncio.create_task(env.coord.end_txn("t", pid, epoch, True))
-    async with asyncio.timeout(BOUND_S):
-        await env.markers.reached.wait()
+    ending = await end_held_at_the_markers(env, env.coord, pid, epoch)
     ending.cancel()
     with pytest.raises(asyncio.CancelledError):
         await ending
@@ -366,10 +371,7 @@ async def test_a_transaction_left_preparing_by_a_crash_is_finished_at_the_next_s
     await coord.add_partitions("t", pid, epoch, [("a", 0), ("a", 1)])
     await coord.add_offsets("t", pid, epoch, "g")
     await coord.txn_offset_commit("t", "g", pid, epoch, {("in", 0): 3})
-    env.markers.hold = asyncio.Event()  # the crash comes after PrepareCommit, before any marker
-    ending = asyncio.create_task(coord.end_txn("t", pid, epoch, True))
-    async with asyncio.timeout(BOUND_S):
-        await env.markers.reached.wait()
+    ending = await end_held_at_the_markers(env, coord, pid, epoch)  # the crash comes after PrepareCommit
     ending.cancel()
     # A crash: the files stay as they are; nothing more is written through these objects.
     await env.groups.close()
