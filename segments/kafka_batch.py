@@ -417,6 +417,8 @@ def _walk_records(
             size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
         else:
             size, pos = _read_varint(buf, pos, stop, 5)
+        # The key and the value are read by two copies of the same lines, not one function: a call per
+        # field per record showed in decode_batch's CPU per record (docs/PERFORMANCE.md, "Kafka record walk").
         key: bytes | None = None
         if size >= 0:
             if pos + size > stop:
