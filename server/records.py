@@ -57,6 +57,7 @@ __all__ = [
     "encode_batch",
     "encode_batches",
     "fetch_payload",
+    "transactional_producer",
 ]
 
 # Part of Kafka's record format (DefaultRecordBatch).
@@ -115,6 +116,19 @@ class KafkaBatch:
     @property
     def compression(self) -> int:
         return self.attributes & COMPRESSION_MASK
+
+
+def transactional_producer(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """``(producer id, epoch)`` of a produced batch whose transactional bit is set; ``None`` otherwise.
+
+    Reads the header fields only, without checking anything (the append
+    checks the whole batch): a batch too short to hold a header is ``None``.
+    """
+    if len(data) < _HEADER.size:
+        return None
+    fields = _HEADER.unpack_from(data, 0)
+    attributes, producer_id, producer_epoch = fields[5], fields[9], fields[10]
+    return (producer_id, producer_epoch) if attributes & TRANSACTIONAL_BIT else None
 
 
 def decode_batch(data: bytes | bytearray | memoryview) -> KafkaBatch:

@@ -81,9 +81,9 @@ def _txn_batch(pid: int, epoch: int, sequence: int, *values: bytes) -> bytes:
     return bytes(builder.build())
 
 
-def _produce(topic: str, partition: int, batch: bytes) -> ProduceRequest:
+def _produce(topic: str, partition: int, batch: bytes, txn_id: str | None = None) -> ProduceRequest:
     return ProduceRequest(
-        acks=i16(-1), timeout=TIMEOUT, transactional_id=None,
+        acks=i16(-1), timeout=TIMEOUT, transactional_id=None if txn_id is None else TransactionalId(txn_id),
         topic_data=(TopicProduceData(name=TopicName(topic), partition_data=(
             PartitionProduceData(index=i32(partition), records=Records(batch)),
         )),),
@@ -220,7 +220,7 @@ async def test_add_offsets_refuses_a_bad_group_and_a_fenced_producer(client: Wir
 async def test_read_committed_fetch_stops_at_an_open_transaction_and_lists_aborted_ones(client: WireClient) -> None:
     pid, epoch = await _init(client, "t")
     await client.call(24, 3, _add("t", pid, epoch, ("out", 0)))
-    produced = await client.call(0, 9, _produce("out", 0, _txn_batch(pid, epoch, 0, b"a", b"b")))
+    produced = await client.call(0, 9, _produce("out", 0, _txn_batch(pid, epoch, 0, b"a", b"b"), "t"))
     assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
     # Open: read_committed sees nothing and ListOffsets answers the LSO (0), read_uncommitted the HW (2).
     open_fetch = (await client.call(1, 12, _fetch("out", 0, 1))).responses[0].partitions[0]
@@ -235,3 +235,34 @@ async def test_read_committed_fetch_stops_at_an_open_transaction_and_lists_abort
     assert (await client.call(2, 7, _latest("out", 0, 1))).topics[0].partitions[0].offset == 3
     uncommitted = (await client.call(1, 12, _fetch("out", 0, 0))).responses[0].partitions[0]
     assert uncommitted.aborted_transactions == ()
+
+
+@pytest.mark.parametrize("version", versions(0))
+async def test_a_transactional_batch_is_stored_only_in_a_transaction_that_added_its_partition(
+    client: WireClient, engine: Engine, version: int
+) -> None:
+    # Kafka's produce-time verification (KIP-890): a batch the coordinator does not vouch for would
+    # open a transaction no one will end, and hold read_committed consumers at the LSO for good.
+    def code(answer: object) -> ErrorCode:
+        return answer.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined, no-any-return]
+
+    pid, epoch = await _init(client, "t")
+    batch = _txn_batch(pid, epoch, 0, b"a")
+    log = engine.log("out", 0)
+    assert code(await client.call(0, version, _produce("out", 0, batch, "t"))) == ErrorCode.invalid_txn_state
+    assert code(await client.call(0, version, _produce("out", 0, batch))) == (
+        ErrorCode.transactional_id_authorization_failed)
+    assert code(await client.call(0, version, _produce("out", 0, batch, "other"))) == (
+        ErrorCode.invalid_producer_id_mapping)
+    assert log.log_end_offset == 0 and log.last_stable_offset == 0
+    await client.call(24, 3, _add("t", pid, epoch, ("out", 0)))
+    assert code(await client.call(0, version, _produce("out", 1, batch, "t"))) == ErrorCode.invalid_txn_state
+    assert code(await client.call(0, version, _produce("out", 0, _txn_batch(pid, epoch + 1, 0, b"a"), "t"))) == (
+        ErrorCode.invalid_producer_epoch)
+    assert code(await client.call(0, version, _produce("out", 0, batch, "t"))) == ErrorCode.none
+    assert (await client.call(26, 3, _end("t", pid, epoch, True))).error_code == ErrorCode.none
+    await engine.transactions.wait_until(lambda: engine.transactions.is_idle("t"))
+    end = log.log_end_offset  # the batch and the commit marker
+    late = _txn_batch(pid, epoch, 1, b"late")  # the ended transaction's straggler
+    assert code(await client.call(0, version, _produce("out", 0, late, "t"))) == ErrorCode.invalid_txn_state
+    assert (log.log_end_offset, log.last_stable_offset) == (end, end)
