@@ -34,12 +34,14 @@ from seglog.segments.batch import HEADER_SIZE, BatchHeader, ScanStop, header_pro
 from seglog.segments.errors import CorruptRecordError
 from seglog.segments.fileio import SegmentFile, default_ops
 from seglog.segments.files import INDEX_SUFFIX, base_offset_of
-from seglog.segments.reader import CHUNK_BYTES, BatchReader
+from seglog.segments.kafka_batch import ControlRecord, control_record
+from seglog.segments.reader import CHUNK_BYTES, BatchReader, LocatedBatch
 
 __all__ = [
     "LogEnd",
     "SegmentScan",
     "TailKind",
+    "TxnBatch",
     "all_zero_from",
     "batch_at",
     "log_end_offset_of",
@@ -52,6 +54,15 @@ __all__ = [
 SCAN_CHUNK_BYTES: Final = CHUNK_BYTES
 # The walk to the log end covers about index_interval_bytes plus a batch: a smaller first read.
 TAIL_CHUNK_BYTES: Final = 1 << 20
+
+
+class TxnBatch(NamedTuple):
+    """A transactional batch a scan found (:attr:`SegmentScan.txn_batches`); a control batch with its marker."""
+
+    position: int
+    header: BatchHeader
+    marker: ControlRecord | None  # a control batch's record (commit or abort); None for a data batch
+    problem: str | None = None  # a control batch whose record is not a transaction marker
 
 
 class TailKind(enum.StrEnum):
@@ -82,7 +93,8 @@ class SegmentScan:
     segment holds no valid batch). ``stop`` and ``reason`` say why the scan
     ended (``ScanStop.END``: at the end of the file). When ``keep_batches`` was
     asked for, the per-batch columns (``positions``, ``base_offsets``,
-    ``last_offsets``, ``max_timestamps``) are filled, 8 bytes per value.
+    ``last_offsets``, ``max_timestamps``) are filled, 8 bytes per value, and
+    ``txn_batches`` holds every transactional batch (markers decoded).
     """
 
     path: Path
@@ -102,6 +114,7 @@ class SegmentScan:
     base_offsets: array[int] = field(default_factory=lambda: array("q"))
     last_offsets: array[int] = field(default_factory=lambda: array("q"))
     max_timestamps: array[int] = field(default_factory=lambda: array("q"))
+    txn_batches: list[TxnBatch] = field(default_factory=list)
 
     @property
     def truncated_bytes(self) -> int:
@@ -158,6 +171,8 @@ def scan_segment(
                 out.base_offsets.append(h.base_offset)
                 out.last_offsets.append(h.last_offset)
                 out.max_timestamps.append(h.max_timestamp)
+                if h.is_transactional:
+                    out.txn_batches.append(_txn_batch(reader, LocatedBatch(position, h)))
         out.file_bytes, out.valid_bytes = reader.end, reader.position
         out.next_offset = base if reader.next_offset is None else reader.next_offset
         out.stop = reader.stop or ScanStop.END
@@ -170,6 +185,17 @@ def scan_segment(
     if on_bytes is not None and out.file_bytes > reported:
         on_bytes(out.file_bytes - reported)
     return out
+
+
+def _txn_batch(reader: BatchReader, batch: LocatedBatch) -> TxnBatch:
+    """A transactional batch of a scan, its marker read when it is a control batch."""
+    if not batch.header.is_control:
+        return TxnBatch(batch.position, batch.header, None)
+    try:
+        buf, at = reader.batch_bytes(batch)
+        return TxnBatch(batch.position, batch.header, control_record(buf, at, batch.header))
+    except CorruptRecordError as exc:
+        return TxnBatch(batch.position, batch.header, None, str(exc))
 
 
 def tail_findings(scan: SegmentScan, *, active: bool) -> list[Finding]:

@@ -23,7 +23,6 @@ from seglog.engine.names import parse_partition_dir
 from seglog.engine.offline.dump import dump_log
 from seglog.engine.offline.findings import Check, Finding, Severity
 from seglog.engine.offline.indexes import (
-    TxnIndexDump,
     dump_index,
     dump_txn_index,
     index_sanity_check,
@@ -42,7 +41,7 @@ from seglog.engine.offline.listing import (
 )
 from seglog.engine.offline.segment_scan import SegmentScan, log_end_offset_of, scan_segment, tail_findings
 from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots, snapshot_findings
-from seglog.indexes.transaction_index import ABORTED_TXN
+from seglog.engine.offline.txn_replay import TxnReplay, txn_index_against_log
 from seglog.segments.fileio import default_ops
 from seglog.segments.files import (
     FILE_NAME_DIGITS,
@@ -137,9 +136,11 @@ class _Verifier:
         snapshots = [o for o, _ in list_snapshots(directory)]
         off_boundary: set[int] = set()
         previous_next: int | None = None
+        replay = _txn_replay(directory, segments, snapshots)
         for seg in segments:
             if not self.selected(seg):
                 self.skipped += 1
+                replay.lose_track()
                 # Not scanned: its successor's base offset cannot be checked against it.
                 previous_next = None if seg.next_base_offset is not None else log_end_offset_of(
                     seg, meta.max_batch_bytes)[0]
@@ -147,9 +148,10 @@ class _Verifier:
             self.segments += 1
             try:
                 next_offset = self.segment(seg, meta, clean_shutdown=clean_shutdown, snapshots=snapshots,
-                                           off_boundary=off_boundary)
+                                           off_boundary=off_boundary, replay=replay)
             except StorageError as exc:  # unreadable, not inconsistent: name it and go on
                 self.add(Severity.ERROR, Check.DIRECTORY, seg.log_path, str(exc))
+                replay.lose_track()
                 previous_next = None
                 continue
             if previous_next is not None:
@@ -195,12 +197,15 @@ class _Verifier:
             self.add(severity, check, directory / name, message)
 
     def segment(self, seg: SegmentInfo, meta: TopicMeta, *, clean_shutdown: bool, snapshots: Sequence[int] = (),
-                off_boundary: set[int] | None = None) -> int:
+                off_boundary: set[int] | None = None, replay: TxnReplay | None = None) -> int:
         """Verify one segment and its indexes; returns its next offset.
 
         ``snapshots``: the offsets of the partition's snapshot files; those in
         this segment's range that are not where a batch starts (or where its
-        valid batches end) go to ``off_boundary``.
+        valid batches end) go to ``off_boundary``. ``replay``: the partition's
+        transactions replayed up to this segment (a fresh one from its base
+        offset when ``None``); its abort markers and ``.txnindex`` entries are
+        checked against each other.
         """
         active = seg.is_active and not clean_shutdown
         scan = scan_segment(seg.log_path, max_batch_bytes=meta.max_batch_bytes, base_offset=seg.base_offset,
@@ -233,53 +238,35 @@ class _Verifier:
                     self.findings.extend(verify_index_against_log(dump, scan, active=seg.is_active))
             except StorageError as exc:
                 self.add(Severity.ERROR, Check.INDEX_SIZE, path, str(exc))
+        expected = (replay or TxnReplay(seg.base_offset)).segment(scan.txn_batches)
+        txn_path = seg.sibling(TXN_INDEX_SUFFIX)
         if seg.txn_index_bytes is not None:
             self.indexes += 1
             try:
-                dump_txn = dump_txn_index(seg.sibling(TXN_INDEX_SUFFIX), base_offset=seg.base_offset)
+                dump_txn = dump_txn_index(txn_path, base_offset=seg.base_offset)
                 found = txn_index_findings(dump_txn, scan.next_offset)
                 self.findings.extend(found)
-                if dump_txn.entries and not found:
-                    self.findings.extend(_txn_entries_against_log(dump_txn, seg, meta.max_batch_bytes))
+                if not found:
+                    self.findings.extend(txn_index_against_log(txn_path, dump_txn.entries, expected,
+                                                               scan.txn_batches))
             except StorageError as exc:
-                self.add(Severity.ERROR, Check.TXN_INDEX, seg.sibling(TXN_INDEX_SUFFIX), str(exc))
+                self.add(Severity.ERROR, Check.TXN_INDEX, txn_path, str(exc))
+        elif expected:
+            self.findings.extend(txn_index_against_log(txn_path, (), expected, scan.txn_batches))
         return scan.next_offset
 
 
-def _txn_entries_against_log(dump: TxnIndexDump, seg: SegmentInfo, max_batch_bytes: int) -> list[Finding]:
-    """Each aborted transaction of a well-formed ``.txnindex`` against the batches of its ``.log``.
-
-    Its last offset must be an abort marker (a control batch) of its producer,
-    and its first offset, when in this segment, the first offset of a
-    transactional batch of that producer (Kafka's ``updateTxnIndex`` writes the
-    entry when the abort marker is appended, from the producer's open
-    transaction).
-    """
-    batches = {b.header.base_offset: b for b in dump_log(seg.log_path, max_batch_bytes=max_batch_bytes)}
-    out: list[Finding] = []
-    for slot, txn in enumerate(dump.entries):
-        pid = txn.producer_id
-        marker = batches.get(txn.last_offset)
-        problem = None
-        if marker is None or not marker.header.is_control:
-            problem = f"last offset {txn.last_offset} is not a transaction marker (a control batch)"
-        elif marker.header.producer_id != pid:
-            problem = f"the marker at offset {txn.last_offset} is producer {marker.header.producer_id}'s, not {pid}'s"
-        elif marker.marker is None or marker.marker.commit:
-            what = "a commit" if marker.marker is not None else "not a transaction marker"
-            problem = f"the marker at offset {txn.last_offset} is {what}, not an abort"
-        elif txn.first_offset >= seg.base_offset:
-            first = batches.get(txn.first_offset)
-            if first is None or first.header.producer_id != pid or not first.header.is_transactional \
-                    or first.header.is_control:
-                problem = (f"first offset {txn.first_offset} is not where a transactional batch of producer {pid} "
-                           "starts")
-        if problem is not None:
-            out.append(Finding(Severity.ERROR, Check.TXN_INDEX, dump.path,
-                               f"slot {slot} (producer {pid}, offsets {txn.first_offset}..{txn.last_offset}): "
-                               f"{problem}; a read_committed read would hide the wrong records",
-                               position=slot * ABORTED_TXN.size, offset=txn.last_offset))
-    return out
+def _txn_replay(directory: Path, segments: Sequence[SegmentInfo], snapshots: Sequence[int]) -> TxnReplay:
+    """A replay of the partition's transactions from its first segment: exact from offset 0 or a snapshot there."""
+    first = segments[0].base_offset if segments else 0
+    if first != 0 and first in snapshots:
+        try:
+            snap = dump_snapshot(directory / snapshot_file_name(first))
+        except StorageError:
+            snap = None
+        if snap is not None and snap.problem is None:
+            return TxnReplay(first, snap.entries)
+    return TxnReplay(first)
 
 
 def _inside_a_batch(scan: SegmentScan, seg: SegmentInfo, offset: int) -> bool:
@@ -311,7 +298,8 @@ def verify(
     batch holding its offset; the time index is monotonic and each entry
     carries the largest timestamp up to its offset; index lengths are whole
     entries and untrimmed slots are reported; orphan index files; the
-    transaction index; ``topic.json`` files; the checkpoint files parse and do
+    transaction index (well formed, each entry the one its abort marker must
+    have, each abort marker with its entry); ``topic.json`` files; the checkpoint files parse and do
     not point beyond a partition's log end; the group store parses.
     ``deep`` also decodes every record (Kafka's ``--deep-iteration``);
     ``since_ms`` checks only the segments with a file modified at or after that

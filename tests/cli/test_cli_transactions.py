@@ -100,9 +100,10 @@ def _rewrite_entry(part: Path, **fields: int) -> None:
         ({"pid": A}, "the marker at offset 6 is producer 8's, not 7's"),
         ({"last": 4, "first": 1, "pid": A}, "the marker at offset 4 is a commit, not an abort"),
         ({"last": 5}, "last offset 5 is not a transaction marker"),
-        ({"first": 2}, "first offset 2 is not where a transactional batch of producer 8 starts"),
+        ({"first": 2}, "first offset 2 is not where producer 8's transaction starts (offset 3)"),
+        ({"lso": 5}, "last stable offset 5 is not the one at its marker (7:"),
     ],
-    ids=["another-producers-marker", "a-commit", "a-data-batch", "first-offset-inside-a-batch"],
+    ids=["another-producers-marker", "a-commit", "a-data-batch", "first-offset-inside-a-batch", "wrong-lso"],
 )
 def test_verify_names_a_txnindex_entry_that_is_not_an_abort_of_its_producer(
     cli: Cli, part: Path, fields: dict[str, int], problem: str
@@ -110,7 +111,62 @@ def test_verify_names_a_txnindex_entry_that_is_not_an_abort_of_its_producer(
     _rewrite_entry(part, **fields)
     r = cli("verify", part.parent, "--json")
     assert r.code == 1, r
-    (finding,) = json.loads(r.out)["findings"]
-    assert (finding["check"], finding["severity"], Path(finding["path"]).name) == (
-        "txn-index", "error", _txnindex(part).name)
+    findings = json.loads(r.out)["findings"]
+    assert {(f["check"], f["severity"], Path(f["path"]).name) for f in findings} == {
+        ("txn-index", "error", _txnindex(part).name)}
+    (finding,) = [f for f in findings if f["message"].startswith("slot 0 ")]
     assert problem in finding["message"], finding["message"]
+    # An entry moved off the abort marker at 6 leaves that marker without one.
+    moved = fields.get("last", 6) != 6
+    assert len(findings) == 1 + moved, findings
+    if moved:
+        assert "the abort marker at offset 6 (producer 8) has no entry" in findings[1]["message"]
+
+
+@pytest.mark.parametrize("how", ["emptied", "deleted"])
+def test_verify_names_an_abort_marker_whose_txnindex_entry_is_lost(cli: Cli, part: Path, how: str) -> None:
+    if how == "emptied":
+        _txnindex(part).write_bytes(b"")
+    else:
+        _txnindex(part).unlink()
+    r = cli("verify", part.parent, "--json")
+    assert r.code == 1, r
+    (finding,) = json.loads(r.out)["findings"]
+    assert (finding["check"], finding["severity"], Path(finding["path"]).name, finding["offset"]) == (
+        "txn-index", "error", _txnindex(part).name, 6)
+    assert finding["message"].startswith(
+        "the abort marker at offset 6 (producer 8) has no entry: expected producer id 8, first offset 3, "
+        "last offset 6, last stable offset 7; a read_committed read would return the records of that aborted "
+        "transaction"), finding["message"]
+
+
+def test_verify_names_a_txnindex_entry_without_its_abort_marker(cli: Cli, part: Path) -> None:
+    """An extra entry (producer A's committed transaction, ended by the marker at 4) before the real one."""
+    real = _txnindex(part).read_bytes()
+    _txnindex(part).write_bytes(ENTRY.pack(0, A, 1, 4, 3) + real)
+    r = cli("verify", part.parent, "--json")
+    assert r.code == 1, r
+    (finding,) = json.loads(r.out)["findings"]
+    assert (finding["check"], finding["position"], finding["offset"]) == ("txn-index", 0, 4)
+    assert "slot 0 (producer 7, offsets 1..4): the marker at offset 4 is a commit, not an abort" in finding["message"]
+
+
+async def _write_markers_without_data(log_dir: Path) -> None:
+    """Aborts that end no open transaction here (Kafka writes the marker, and its entry, anyway)."""
+    async with Engine.open(log_dir) as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await log.append([Record(b"b1")], producer_id=B, producer_epoch=0, base_sequence=0, transactional=True)
+        assert await log.write_txn_marker(A, 0, commit=False) == 1  # nothing of A's open: first offset 1
+        assert await log.write_txn_marker(B, 0, commit=False) == 2
+
+
+def test_verify_takes_the_entry_of_an_abort_that_ended_no_open_transaction(cli: Cli, tmp_path: Path) -> None:
+    asyncio.run(_write_markers_without_data(tmp_path / "data"))
+    r = cli("dump", tmp_path / "data" / "t-0" / f"{0:020d}.txnindex")
+    assert r.out.splitlines() == [
+        "version: 0 producerId: 7 firstOffset: 1 lastOffset: 1 lastStableOffset: 0",
+        "version: 0 producerId: 8 firstOffset: 0 lastOffset: 2 lastStableOffset: 3",
+    ]
+    r = cli("verify", tmp_path / "data")
+    assert r.code == 0, r
