@@ -69,6 +69,8 @@ from seglog.engine.results import AppendResult, RecordMetadata
 from seglog.engine.topics import TopicState, check_partition_count, check_same_topic, resolve_config
 from seglog.engine.transactions import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+    DEFAULT_TRANSACTIONS_CLEANUP_INTERVAL_MS,
     TRANSACTIONS_DIR,
     Transaction,
     TransactionCoordinator,
@@ -183,6 +185,7 @@ class Engine:
             self._txn_log, self._producer_ids, self._coordinator, self._write_txn_marker,
             lambda topic, partition: (topic, partition) in self._logs,
         )
+        self.transactions_remove_expired_transaction_cleanup_interval_ms = DEFAULT_TRANSACTIONS_CLEANUP_INTERVAL_MS
         self._closed = False
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
@@ -214,6 +217,8 @@ class Engine:
         auto_create_topics: bool = False,
         auto_create_partitions: int = 1,
         max_open_files: int | None = None,
+        transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+        transactions_remove_expired_transaction_cleanup_interval_ms: int = DEFAULT_TRANSACTIONS_CLEANUP_INTERVAL_MS,
     ) -> _Opening:
         """Open (creating if needed) the log directory at ``path``.
 
@@ -244,6 +249,13 @@ class Engine:
         sets it for every engine in the process; ``None`` keeps it (by default
         half the soft ``RLIMIT_NOFILE``, at least 16).
 
+        ``transactional_id_expiration_ms`` is Kafka's ``transactional.id.expiration.ms``
+        (7 days): a transactional id with no transaction in flight that nothing
+        used for that long is forgotten (a later producer of it starts afresh, at
+        a new producer id). Expired ids are looked for every
+        ``transactions_remove_expired_transaction_cleanup_interval_ms`` (Kafka's
+        ``transactions.remove.expired.transaction.cleanup.interval.ms``, 1 hour).
+
         Raises:
             LogDirLockedError: another engine holds the directory.
             InvalidConfigError: ``path`` is not a str or os.PathLike, or holds
@@ -257,7 +269,10 @@ class Engine:
                  "auto_create_topics": auto_create_topics}
         intervals = {"retention_check_interval_ms": retention_check_interval_ms,
                      "checkpoint_interval_ms": checkpoint_interval_ms,
-                     "flush_check_interval_ms": flush_check_interval_ms, "follow_interval_ms": follow_interval_ms}
+                     "flush_check_interval_ms": flush_check_interval_ms, "follow_interval_ms": follow_interval_ms,
+                     "transactional_id_expiration_ms": transactional_id_expiration_ms,
+                     "transactions_remove_expired_transaction_cleanup_interval_ms":
+                         transactions_remove_expired_transaction_cleanup_interval_ms}
         absolute, config = validate_open_options(path, config, flags, intervals, on_progress)
         check_partition_count("auto_create_partitions", auto_create_partitions)
         check_max_open_files(max_open_files)
@@ -269,6 +284,8 @@ class Engine:
                 "on_progress": on_progress,
                 "force_recovery": force_recovery,
                 "intervals": (retention_check_interval_ms, checkpoint_interval_ms, flush_check_interval_ms),
+                "transactional_ids": (transactional_id_expiration_ms,
+                                      transactions_remove_expired_transaction_cleanup_interval_ms),
                 "follow": (follow, follow_interval_ms),
                 "auto_create": (auto_create_topics, auto_create_partitions),
                 "max_open_files": max_open_files,
@@ -288,11 +305,14 @@ class Engine:
         follow: tuple[bool, int],
         auto_create: tuple[bool, int],
         max_open_files: int | None,
+        transactional_ids: tuple[int, int],
     ) -> Engine:
         if max_open_files is not None:
             # A smaller budget closes idle descriptors now: in a thread, not on the loop.
             await in_thread(open_file_budget().resize, max_open_files)
         engine = cls(path, config, read_only=read_only)
+        (engine._transactions.transactional_id_expiration_ms,
+         engine.transactions_remove_expired_transaction_cleanup_interval_ms) = transactional_ids
         (engine.retention_check_interval_ms, engine.checkpoint_interval_ms,
          engine.flush_check_interval_ms) = intervals
         engine.auto_create_topics, engine.auto_create_partitions = auto_create
@@ -769,6 +789,8 @@ class Engine:
         work.every(self.retention_check_interval_ms, self.enforce_retention, "seglog-retention")
         work.every(self.checkpoint_interval_ms, self._checkpoints.write_all, "seglog-checkpoints")
         work.every(self.flush_check_interval_ms, self._flush_tick, "seglog-flush")
+        work.every(self.transactions_remove_expired_transaction_cleanup_interval_ms,
+                   self._transactions.remove_expired_transactional_ids, "seglog-transactional-id-expiry")
 
     async def _flush_tick(self) -> None:
         now_ms = _now_ms()

@@ -24,6 +24,11 @@ state of every transactional id, as Kafka's ``TransactionCoordinator``,
   ``CompleteAbort``.
 * **Timeouts**: a transaction still ``Ongoing`` its timeout after it began is
   aborted by the coordinator, with the epoch bumped (the producer is fenced).
+* **Expiry**: a transactional id whose state is ``Empty``, ``CompleteCommit``
+  or ``CompleteAbort`` and that nothing changed for ``transactional_id_expiration_ms``
+  (Kafka's ``transactional.id.expiration.ms``, 7 days) is forgotten by the
+  periodic sweep (:meth:`TransactionCoordinator.remove_expired_transactional_ids`),
+  a tombstone written first as Kafka does; a later InitProducerId with it starts afresh.
 * **After a crash** the state is read back: a ``Prepare*`` transaction is
   finished (markers written again: a marker for a producer without an open
   transaction is harmless), an ``Ongoing`` one waits for its producer or its
@@ -42,9 +47,11 @@ Frames (part of the on-disk format)::
     [1, transactional_id, producer_id, last_producer_id, producer_epoch, last_producer_epoch,
         timeout_ms, state, start_ms, update_ms, [[topic, partition], ...], [group, ...]]
 
+    [2, transactional_id]                                    tombstone: the id expired
+
 ``state`` is Kafka's ``TransactionState`` id (0 Empty, 1 Ongoing, 2 PrepareCommit,
 3 PrepareAbort, 4 CompleteCommit, 5 CompleteAbort); a later frame replaces an
-earlier one of the same id.
+earlier one of the same id, and a tombstone removes it.
 
 Concurrency: call it only on the engine's event loop. Each state change is
 checked and marked *pending* without an ``await`` in between (Kafka's
@@ -93,6 +100,8 @@ from seglog.segments.fileio import FileOps
 from seglog.segments.records import Record, text_problem
 
 __all__ = [
+    "DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS",
+    "DEFAULT_TRANSACTIONS_CLEANUP_INTERVAL_MS",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "MAX_TRANSACTION_TIMEOUT_MS",
     "TRANSACTIONS_DIR",
@@ -112,12 +121,17 @@ TRANSACTIONS_DIR: Final = "transaction-state"  # part of the on-disk layout
 TRANSACTIONS_FILE: Final = "transactions.log"  # part of the on-disk layout
 FORMAT_VERSION: Final = 1  # part of the on-disk format
 TXN_STATE: Final = 1  # part of the on-disk format: the kind of a transaction's state frame
+TXN_TOMBSTONE: Final = 2  # part of the on-disk format: the kind of an expired id's tombstone frame
 HEADER_FRAME: Final = encode_frame([HEADER, FORMAT_VERSION])
 
 # Kafka's transaction.max.timeout.ms: the longest timeout a producer may ask for.
 MAX_TRANSACTION_TIMEOUT_MS: Final = 15 * 60 * 1000
 # Kafka producers' transaction.timeout.ms default.
 DEFAULT_TRANSACTION_TIMEOUT_MS: Final = 60_000
+# Kafka's transactional.id.expiration.ms: an id unused this long (and not in a transaction) is forgotten.
+DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS: Final = 7 * 24 * 60 * 60 * 1000
+# Kafka's transactions.remove.expired.transaction.cleanup.interval.ms: how often expired ids are looked for.
+DEFAULT_TRANSACTIONS_CLEANUP_INTERVAL_MS: Final = 60 * 60 * 1000
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 MAX_TRANSACTIONAL_ID_BYTES: Final = 32767  # the longest string a Kafka client can send
@@ -145,6 +159,7 @@ class TransactionState(enum.IntEnum):
     PREPARE_ABORT = 3
     COMPLETE_COMMIT = 4
     COMPLETE_ABORT = 5
+    DEAD = 6  # never written as a state: the id is being removed (its tombstone is being written)
 
     @property
     def kafka_name(self) -> str:
@@ -162,7 +177,11 @@ _KAFKA_NAMES: Final = {
     TransactionState.PREPARE_ABORT: "PrepareAbort",
     TransactionState.COMPLETE_COMMIT: "CompleteCommit",
     TransactionState.COMPLETE_ABORT: "CompleteAbort",
+    TransactionState.DEAD: "Dead",
 }
+# Kafka's TransactionState.isExpirationAllowed: no transaction in flight.
+_EXPIRABLE: Final = frozenset({TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
+                               TransactionState.COMPLETE_ABORT})
 
 
 def validate_transactional_id(transactional_id: object) -> str:
@@ -227,7 +246,7 @@ def parse_record(payload: Any) -> TxnRecord | None:
         isinstance(txn_id, str) and txn_id and text_problem(txn_id) is None
         and _int_in(pid, 0, _MAX_INT64) and _int_in(last_pid, NO_PRODUCER_ID, _MAX_INT64)
         and _int_in(epoch, 0, MAX_PRODUCER_EPOCH) and _int_in(last_epoch, NO_PRODUCER_EPOCH, MAX_PRODUCER_EPOCH)
-        and _int_in(timeout_ms, 1, _MAX_INT32) and _int_in(state, 0, len(TransactionState) - 1)
+        and _int_in(timeout_ms, 1, _MAX_INT32) and _int_in(state, 0, TransactionState.COMPLETE_ABORT)
         and _int_in(start_ms, -1, _MAX_INT64) and _int_in(update_ms, -1, _MAX_INT64)
         and isinstance(parts, list) and isinstance(groups, list)
     ):
@@ -254,6 +273,11 @@ class TxnImage:
     def apply(self, payload: Any) -> bool:
         if isinstance(payload, list) and payload[:1] == [HEADER]:
             return len(payload) == 2 and payload[1] == FORMAT_VERSION
+        if isinstance(payload, list) and payload[:1] == [TXN_TOMBSTONE]:
+            if len(payload) != 2 or not isinstance(payload[1], str) or not payload[1]:
+                return False
+            self.states.pop(payload[1], None)
+            return True
         record = parse_record(payload)
         if record is None:
             return False
@@ -290,6 +314,16 @@ class TransactionLog(FrameStore[TxnImage]):
         """
         await self._enqueue(record.frame(), lambda: self._image.states.__setitem__(record.transactional_id, record))
 
+    async def remove(self, transactional_id: str) -> None:
+        """Durably forget ``transactional_id`` (a tombstone frame; a compaction drops both).
+
+        Raises:
+            StorageError: the write failed; nothing changed.
+            ClosedError: the log is closed.
+        """
+        await self._enqueue(encode_frame([TXN_TOMBSTONE, transactional_id]),
+                            lambda: self._image.states.pop(transactional_id, None))
+
 
 class _Txn:
     """A transactional id in memory: its durable state plus what is in flight."""
@@ -313,7 +347,8 @@ class TransactionCoordinator:
 
     ``write_marker`` writes a marker at one partition (the engine gives
     ``PartitionLog.write_txn_marker``); ``partition_exists`` tells whether a
-    partition can be added to a transaction.
+    partition can be added to a transaction. ``clock`` (epoch milliseconds)
+    times transactions and expiry; tests may replace it.
     """
 
     def __init__(
@@ -325,6 +360,7 @@ class TransactionCoordinator:
         partition_exists: Callable[[str, int], bool],
         *,
         max_timeout_ms: int = MAX_TRANSACTION_TIMEOUT_MS,
+        transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
         self._store = store
@@ -333,7 +369,8 @@ class TransactionCoordinator:
         self._write_marker = write_marker
         self._partition_exists = partition_exists
         self.max_timeout_ms = max_timeout_ms
-        self._clock = clock
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
+        self.clock = clock
         self._txns: dict[str, _Txn] = {}
         self._retries: set[asyncio.TimerHandle] = set()
         self._closed = False
@@ -470,7 +507,7 @@ class TransactionCoordinator:
                 self._check_open()
                 txn = self._txns.get(transactional_id)  # another call may have created it meanwhile
                 if txn is None:
-                    now = self._clock()
+                    now = self.clock()
                     txn = self._txns[transactional_id] = _Txn(TxnRecord(
                         transactional_id, new_id, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_PRODUCER_EPOCH, timeout_ms,
                         TransactionState.EMPTY, -1, now,
@@ -505,7 +542,7 @@ class TransactionCoordinator:
             raise ConcurrentTransactionsError(
                 f"transactional id {record.transactional_id!r} is ending its transaction ({state.kafka_name}); retry"
             )
-        now = self._clock()
+        now = self.clock()
         if state is TransactionState.ONGOING:
             return self._fence_and_abort(txn, "a new producer of the transactional id started")
         # Empty, CompleteCommit, CompleteAbort: a new epoch (or a new producer id once the epochs run out).
@@ -596,7 +633,7 @@ class TransactionCoordinator:
             )
         if record.state is TransactionState.ONGOING and partitions <= record.partitions and groups <= record.groups:
             return
-        now = self._clock()
+        now = self.clock()
         fresh = record.state is not TransactionState.ONGOING
         target = replace(
             record, state=TransactionState.ONGOING, update_ms=now, start_ms=now if fresh else record.start_ms,
@@ -717,7 +754,7 @@ class TransactionCoordinator:
         """Write ``Prepare*`` (the outcome is decided from here on) and start the markers."""
         txn.cancel_timer()
         record = txn.record
-        target = replace(record, state=preparing, producer_epoch=epoch, update_ms=self._clock(),
+        target = replace(record, state=preparing, producer_epoch=epoch, update_ms=self.clock(),
                          last_producer_epoch=record.last_producer_epoch if epoch == record.producer_epoch
                          else NO_PRODUCER_EPOCH)
         txn.pending = preparing
@@ -782,7 +819,7 @@ class TransactionCoordinator:
             self._retry_later(txn, min(delay_ms * 2, MARKER_RETRY_MAX_MS), delay_ms)
             return
         done = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
-        target = replace(record, state=done, update_ms=self._clock(), partitions=frozenset(), groups=frozenset())
+        target = replace(record, state=done, update_ms=self.clock(), partitions=frozenset(), groups=frozenset())
         txn.pending = done
         try:
             await self._write(txn, target)
@@ -821,7 +858,7 @@ class TransactionCoordinator:
     def _schedule_timeout(self, txn: _Txn) -> None:
         txn.cancel_timer()
         record = txn.record
-        due_ms = record.start_ms + record.timeout_ms - self._clock()
+        due_ms = record.start_ms + record.timeout_ms - self.clock()
         txn.timer = asyncio.get_running_loop().call_later(
             max(0, due_ms) / 1000, self._on_timeout, txn, record.producer_id, record.producer_epoch
         )
@@ -840,6 +877,46 @@ class TransactionCoordinator:
                                                               producer_id, producer_epoch)
             return
         self._fence_and_abort(txn, f"its timeout of {record.timeout_ms} ms passed")
+
+    # -- expiry -----------------------------------------------------------------------------------
+
+    async def remove_expired_transactional_ids(self) -> list[str]:
+        """Forget every transactional id unused for ``transactional_id_expiration_ms``; the ids removed.
+
+        Kafka's ``TransactionStateManager.removeExpiredTransactionalIds``: an id
+        in ``Empty``, ``CompleteCommit`` or ``CompleteAbort`` with no change in
+        flight whose last change is that old gets a tombstone in the log, then
+        leaves the coordinator; a later InitProducerId with it gets a new
+        producer id at epoch 0. A call on the id while its tombstone is written
+        is answered ``CONCURRENT_TRANSACTIONS``. The engine runs this every
+        ``transactions_remove_expired_transaction_cleanup_interval_ms``.
+
+        Raises:
+            StorageError: a tombstone could not be written (that id and the later ones stay).
+            ClosedError: the engine is closed or read-only.
+        """
+        self._check_open()
+        cutoff = self.clock() - self.transactional_id_expiration_ms
+        expired = [txn for txn in self._txns.values()
+                   if txn.pending is None and txn.record.state in _EXPIRABLE
+                   and txn.record.producer_epoch != NO_PRODUCER_EPOCH and txn.record.update_ms <= cutoff]
+        removed = []
+        for txn in expired:
+            txn_id = txn.record.transactional_id
+            txn.pending = TransactionState.DEAD  # no await before: nothing else started on it meanwhile
+            try:
+                await self._store.remove(txn_id)
+            except BaseException:
+                txn.pending = None
+                self._notify()
+                raise
+            txn.pending = None
+            if self._txns.get(txn_id) is txn:
+                del self._txns[txn_id]
+            self._notify()
+            removed.append(txn_id)
+            log.info("transactional id %s expired (unused since %d); forgotten", txn_id, txn.record.update_ms)
+        return removed
 
     # -- writes -----------------------------------------------------------------------------------
 
