@@ -69,8 +69,9 @@ import asyncio
 import contextlib
 import enum
 import logging
+import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -169,6 +170,11 @@ class TransactionState(enum.IntEnum):
     def preparing(self) -> bool:
         return self in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
 
+    @staticmethod
+    def from_kafka_name(name: str) -> TransactionState | None:
+        """The state Kafka names ``name`` (``"Ongoing"``, ...; case-sensitive, as Kafka's ``fromName``), or ``None``."""
+        return _BY_KAFKA_NAME.get(name)
+
 
 _KAFKA_NAMES: Final = {
     TransactionState.EMPTY: "Empty",
@@ -179,6 +185,7 @@ _KAFKA_NAMES: Final = {
     TransactionState.COMPLETE_ABORT: "CompleteAbort",
     TransactionState.DEAD: "Dead",
 }
+_BY_KAFKA_NAME: Final = {name: state for state, name in _KAFKA_NAMES.items()}
 # Kafka's TransactionState.isExpirationAllowed: no transaction in flight.
 _EXPIRABLE: Final = frozenset({TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
                                TransactionState.COMPLETE_ABORT})
@@ -432,6 +439,33 @@ class TransactionCoordinator:
     def transactional_ids(self) -> list[str]:
         """Every transactional id with a state, sorted."""
         return sorted(t for t, txn in self._txns.items() if txn.record.producer_epoch != NO_PRODUCER_EPOCH)
+
+    def list_transactions(
+        self,
+        *,
+        states: Collection[TransactionState] = (),
+        producer_ids: Collection[int] = (),
+        min_duration_ms: int = -1,
+        pattern: re.Pattern[str] | None = None,
+    ) -> list[TxnRecord]:
+        """The states of the transactional ids that pass every filter given, by id (Kafka's ``listTransactionStates``).
+
+        ``states``, ``producer_ids``: an id in one of them (empty: any);
+        ``min_duration_ms`` >= 0: a transaction that began more than that long
+        ago; ``pattern``: an id the regular expression matches whole.
+        """
+        now = self.clock()
+        found = []
+        for txn_id in self.transactional_ids():
+            record = self._txns[txn_id].record
+            if (
+                (not producer_ids or record.producer_id in producer_ids)
+                and (not states or record.state in states)
+                and (min_duration_ms < 0 or now - record.start_ms > min_duration_ms)
+                and (pattern is None or pattern.fullmatch(txn_id) is not None)
+            ):
+                found.append(record)
+        return found
 
     def is_idle(self, transactional_id: str) -> bool:
         """Whether no change of ``transactional_id`` is being written and no transaction of it is ending."""

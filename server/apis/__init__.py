@@ -25,6 +25,7 @@ from seglog.server.apis import (
     delete_topics,
     describe_configs,
     describe_groups,
+    describe_transactions,
     end_txn,
     fetch,
     find_coordinator,
@@ -34,6 +35,7 @@ from seglog.server.apis import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_fetch,
@@ -70,7 +72,8 @@ APIS: Final[dict[int, Api]] = {
         (_api(m) for m in (produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
                            init_producer_id, describe_configs, find_coordinator, join_group, sync_group, heartbeat,
                            leave_group, offset_commit, offset_fetch, list_groups, describe_groups,
-                           add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit)),
+                           add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, describe_transactions,
+                           list_transactions)),
         key=lambda a: a.key,
     )
 }

@@ -53,7 +53,7 @@ def test_the_advertised_ranges_are_the_ones_documented() -> None:
         "find_coordinator": (0, 2), "join_group": (0, 5), "sync_group": (0, 3), "heartbeat": (0, 3),
         "leave_group": (0, 3), "offset_commit": (2, 8), "offset_fetch": (1, 7), "list_groups": (0, 5),
         "describe_groups": (0, 5), "add_partitions_to_txn": (0, 3), "add_offsets_to_txn": (0, 3), "end_txn": (0, 3),
-        "txn_offset_commit": (0, 3),
+        "txn_offset_commit": (0, 3), "describe_transactions": (0, 0), "list_transactions": (0, 2),
     }
 
 
