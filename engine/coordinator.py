@@ -56,13 +56,16 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from seglog.engine.assignors import CONSUMER_PROTOCOL_TYPE, decode_assignment
 from seglog.engine.errors import ClosedError, NonEmptyGroupError, SeglogError
 from seglog.engine.groups import GroupStore
+from seglog.engine.watch import ChangeWatch
 
 __all__ = [
+    "NO_MEMBER",
+    "CommitMember",
     "GroupCoordinator",
     "GroupDescription",
     "GroupErrorCode",
@@ -383,6 +386,17 @@ class _Group:
         )
 
 
+class CommitMember(NamedTuple):
+    """Who commits a group's offsets: a member of a generation, or (the defaults) no member, generation -1."""
+
+    member_id: str = ""
+    generation_id: int = -1
+    group_instance_id: str | None = None
+
+
+NO_MEMBER: Final = CommitMember()
+
+
 class GroupCoordinator:
     """Every consumer group of one engine: membership in memory, offsets and snapshots in the group store.
 
@@ -394,7 +408,7 @@ class GroupCoordinator:
         self._store = store
         self._groups: dict[str, _Group] = {}
         self._closed = False
-        self._watchers: list[asyncio.Future[None]] = []
+        self._watch = ChangeWatch()  # wakes wait_until callers after each change
         self._on_close: set[Callable[[], Awaitable[None]]] = set()
 
     # -- membership ----------------------------------------------------------------------------
@@ -448,7 +462,7 @@ class GroupCoordinator:
             self._join_current_member(group, waiter, a)
         if group.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(group)
-        self._notify()
+        self._watch.notify()
 
     def _join_new_member(self, group: _Group, waiter: asyncio.Future[JoinResult], a: _JoinArgs) -> None:
         if not group.supports_protocols(a.protocol_type, [n for n, _ in a.protocols]):
@@ -629,7 +643,7 @@ class GroupCoordinator:
                                             group.protocol_name)):
                     self._schedule_expiry(group, m, m.session_timeout_ms)
             self._persist(group)
-            self._notify()
+            self._watch.notify()
         return await waiter
 
     def _sync_received(self, group: _Group, member_id: str) -> None:
@@ -695,7 +709,7 @@ class GroupCoordinator:
                 if error is GroupErrorCode.NONE:
                     self._remove_member_and_update_group(group, group.members[member_id], "left the group")
                 errors.append(error)
-        self._notify()
+        self._watch.notify()
         return GroupErrorCode.NONE, errors
 
     # -- the state machine ------------------------------------------------------------------
@@ -780,7 +794,7 @@ class GroupCoordinator:
             group.transition(GroupState.EMPTY)
             log.info("group %s: empty at generation %d", group.group_id, group.generation_id)
             self._persist(group)
-            self._notify()
+            self._watch.notify()
             return
         group.protocol_name = group.select_protocol()
         group.transition(GroupState.COMPLETING_REBALANCE)
@@ -793,7 +807,7 @@ class GroupCoordinator:
             group.rebalance_timeout_ms / 1000, self._expire_pending_sync, group, group.generation_id
         )
         self._persist(group)
-        self._notify()
+        self._watch.notify()
 
     def _expire_pending_sync(self, group: _Group, generation_id: int) -> None:
         group.sync_timer = None
@@ -805,7 +819,7 @@ class GroupCoordinator:
         for member_id in late:
             group.remove(member_id)
         self._prepare_rebalance(group, f"member(s) {', '.join(late)} sent no SyncGroup within the rebalance timeout")
-        self._notify()
+        self._watch.notify()
 
     def _schedule_expiry(self, group: _Group, member: _Member, timeout_ms: int) -> None:
         member.cancel_expiry()
@@ -820,14 +834,14 @@ class GroupCoordinator:
         log.info("group %s: member %s sent no heartbeat for %d ms; removed", group.group_id, member.member_id,
                  member.session_timeout_ms)
         self._remove_member_and_update_group(group, member, "session timeout")
-        self._notify()
+        self._watch.notify()
 
     def _expire_pending_member(self, group: _Group, member_id: str) -> None:
         if group.pending_members.pop(member_id, None) is not None and (
             group.state is GroupState.PREPARING_REBALANCE
         ):
             self._maybe_complete_join(group)
-            self._notify()
+            self._watch.notify()
 
     def _remove_member_and_update_group(self, group: _Group, member: _Member, reason: str) -> None:
         member.answer_join(JoinResult(GroupErrorCode.UNKNOWN_MEMBER_ID, ""))
@@ -842,10 +856,9 @@ class GroupCoordinator:
     # -- offsets ------------------------------------------------------------------------------
 
     def check_commit(
-        self, group_id: str, *, member_id: str = "", generation_id: int = -1, group_instance_id: str | None = None,
-        transactional: bool = False,
+        self, group_id: str, committer: CommitMember = NO_MEMBER, *, transactional: bool = False
     ) -> GroupErrorCode:
-        """Whether this member may commit offsets for ``group_id`` now (Kafka's validateOffsetCommit).
+        """Whether ``committer`` may commit offsets for ``group_id`` now (Kafka's validateOffsetCommit).
 
         A member of the current generation refreshes its session by committing.
         A transactional commit (TxnOffsetCommit) without a member id and
@@ -853,6 +866,7 @@ class GroupCoordinator:
         carry neither, and the transaction coordinator has fenced zombies
         already (Kafka's rule).
         """
+        member_id, generation_id, group_instance_id = committer
         if self._closed:
             return GroupErrorCode.COORDINATOR_NOT_AVAILABLE
         group = self._groups.get(group_id)
@@ -893,9 +907,7 @@ class GroupCoordinator:
         Raises:
             StorageError: the group store could not write them (nothing is committed then).
         """
-        error = self.check_commit(
-            group_id, member_id=member_id, generation_id=generation_id, group_instance_id=group_instance_id
-        )
+        error = self.check_commit(group_id, CommitMember(member_id, generation_id, group_instance_id))
         if error is GroupErrorCode.NONE and offsets:
             await self._store.commit(group_id, offsets, metadata)
         return error
@@ -928,9 +940,7 @@ class GroupCoordinator:
         offsets: Mapping[TopicPartition, int],
         *,
         metadata: Mapping[TopicPartition, str] | None = None,
-        member_id: str = "",
-        generation_id: int = -1,
-        group_instance_id: str | None = None,
+        committer: CommitMember = NO_MEMBER,
     ) -> GroupErrorCode:
         """Record ``offsets`` as ``producer_id``'s pending transactional commit (Kafka's TxnOffsetCommit).
 
@@ -941,10 +951,7 @@ class GroupCoordinator:
         Raises:
             StorageError: the group store could not write them.
         """
-        error = self.check_commit(
-            group_id, member_id=member_id, generation_id=generation_id, group_instance_id=group_instance_id,
-            transactional=True,
-        )
+        error = self.check_commit(group_id, committer, transactional=True)
         if error is GroupErrorCode.NONE and offsets:
             await self._store.txn_commit(group_id, producer_id, offsets, metadata)
         return error
@@ -1044,7 +1051,7 @@ class GroupCoordinator:
             group.transition(GroupState.DEAD)
             del self._groups[group_id]
         existed = await self._store.delete(group_id)
-        self._notify()
+        self._watch.notify()
         return existed
 
     # -- snapshots, watchers, close ------------------------------------------------------------
@@ -1067,21 +1074,12 @@ class GroupCoordinator:
             return
         written.add_done_callback(_log_snapshot_failure)
 
-    def _notify(self) -> None:
-        watchers, self._watchers = self._watchers, []
-        for watcher in watchers:
-            if not watcher.done():
-                watcher.set_result(None)
-
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
         """Return once ``predicate()`` holds, checked after every membership change (for tests and tools).
 
         Bound it with ``asyncio.timeout``: the coordinator never gives up by itself.
         """
-        while not predicate():
-            watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._watchers.append(watcher)
-            await watcher
+        await self._watch.wait_until(predicate)
 
     def on_close(self, callback: Callable[[], Awaitable[None]]) -> Callable[[], None]:
         """Call ``callback`` when the coordinator closes (library consumers stop then); returns the undo."""
@@ -1106,7 +1104,7 @@ class GroupCoordinator:
                 member.cancel_expiry()
                 member.answer_join(JoinResult(GroupErrorCode.COORDINATOR_NOT_AVAILABLE, member.member_id))
                 member.answer_sync(SyncResult(GroupErrorCode.COORDINATOR_NOT_AVAILABLE))
-        self._notify()
+        self._watch.notify()
 
     def check_open(self) -> None:
         if self._closed:

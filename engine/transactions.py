@@ -77,7 +77,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from seglog.engine.coordinator import GroupCoordinator, GroupErrorCode
+from seglog.engine.coordinator import NO_MEMBER, CommitMember, GroupCoordinator, GroupErrorCode
 from seglog.engine.errors import (
     ClosedError,
     ConcurrentTransactionsError,
@@ -97,6 +97,7 @@ from seglog.engine.producer_ids import ProducerIdManager
 from seglog.engine.producer_state import MAX_PRODUCER_EPOCH, increment_sequence
 from seglog.engine.results import AppendResult
 from seglog.engine.validate import validate_group, validate_offset
+from seglog.engine.watch import ChangeWatch
 from seglog.segments.fileio import FileOps
 from seglog.segments.records import Record, text_problem
 
@@ -382,7 +383,7 @@ class TransactionCoordinator:
         self._retries: set[asyncio.TimerHandle] = set()
         self._closed = False
         self._started = False
-        self._watchers: list[asyncio.Future[None]] = []
+        self._watch = ChangeWatch()  # wakes wait_until callers after each change
 
     # -- start and close ------------------------------------------------------------------------
 
@@ -420,7 +421,7 @@ class TransactionCoordinator:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.shield(task)
-        self._notify()
+        self._watch.notify()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -477,16 +478,7 @@ class TransactionCoordinator:
 
         Bound it with ``asyncio.timeout``: the coordinator never gives up by itself.
         """
-        while not predicate():
-            watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._watchers.append(watcher)
-            await watcher
-
-    def _notify(self) -> None:
-        watchers, self._watchers = self._watchers, []
-        for watcher in watchers:
-            if not watcher.done():
-                watcher.set_result(None)
+        await self._watch.wait_until(predicate)
 
     # -- InitProducerId ---------------------------------------------------------------------------
 
@@ -713,15 +705,14 @@ class TransactionCoordinator:
         offsets: Mapping[TopicPartition, int],
         *,
         metadata: Mapping[TopicPartition, str] | None = None,
-        member_id: str = "",
-        generation_id: int = -1,
-        group_instance_id: str | None = None,
+        committer: CommitMember = NO_MEMBER,
     ) -> None:
         """Commit ``offsets`` of ``group_id`` inside the producer's transaction (TxnOffsetCommit).
 
         They are durable when this returns and become the group's committed
         offsets when the transaction commits; an abort drops them. The group
-        must have been added (:meth:`add_offsets`).
+        must have been added (:meth:`add_offsets`). ``committer``: the group
+        member the producer's consumer is (TxnOffsetCommit v3), if any.
 
         Raises:
             InvalidRecordError: a bad transactional id or group id.
@@ -738,10 +729,8 @@ class TransactionCoordinator:
                 f"transactional id {transactional_id!r} ({record.state.kafka_name}) has not added group "
                 f"{group_id!r} to an open transaction: call add_offsets first"
             )
-        error = await self._groups.txn_commit_offsets(
-            group_id, producer_id, offsets, metadata=metadata, member_id=member_id, generation_id=generation_id,
-            group_instance_id=group_instance_id,
-        )
+        error = await self._groups.txn_commit_offsets(group_id, producer_id, offsets, metadata=metadata,
+                                                      committer=committer)
         if error is not GroupErrorCode.NONE:
             raise GroupError(f"group {group_id!r} refused the transactional commit: {error.name}", error.name)
 
@@ -942,12 +931,12 @@ class TransactionCoordinator:
                 await self._store.remove(txn_id)
             except BaseException:
                 txn.pending = None
-                self._notify()
+                self._watch.notify()
                 raise
             txn.pending = None
             if self._txns.get(txn_id) is txn:
                 del self._txns[txn_id]
-            self._notify()
+            self._watch.notify()
             removed.append(txn_id)
             log.info("transactional id %s expired (unused since %d); forgotten", txn_id, txn.record.update_ms)
         return removed
@@ -961,7 +950,7 @@ class TransactionCoordinator:
             txn.record = target
         finally:
             txn.pending = None
-            self._notify()
+            self._watch.notify()
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

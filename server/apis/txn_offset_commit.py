@@ -25,6 +25,7 @@ from kio.schema.txn_offset_commit.v3.response import (
     TxnOffsetCommitResponseTopic,
 )
 
+from seglog.engine.coordinator import CommitMember
 from seglog.engine.errors import GroupError, SeglogError
 from seglog.server.apis._common import NO_THROTTLE
 from seglog.server.apis._groups import group_id_problem, plan_offset_commit
@@ -49,9 +50,10 @@ async def handle(broker: Broker, request: DecodedRequest) -> TxnOffsetCommitResp
         try:
             await broker.engine.transactions.txn_offset_commit(
                 body.transactional_id, group, int(body.producer_id), int(body.producer_epoch), plan.offsets,
-                metadata=plan.metadata, member_id=getattr(body, "member_id", "") or "",
-                generation_id=int(getattr(body, "generation_id", -1)),
-                group_instance_id=getattr(body, "group_instance_id", None),
+                metadata=plan.metadata, committer=CommitMember(
+                    getattr(body, "member_id", "") or "", int(getattr(body, "generation_id", -1)),
+                    getattr(body, "group_instance_id", None),
+                ),
             )
         except GroupError as exc:
             outcome = getattr(ErrorCode, exc.code.lower(), ErrorCode.unknown_server_error)
