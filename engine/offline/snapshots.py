@@ -25,7 +25,7 @@ from seglog.engine.producer_state import ProducerStateEntry, decode_snapshot, re
 from seglog.segments.fileio import default_ops
 from seglog.segments.files import list_partition_dir, snapshot_file_name, snapshot_offset_of
 
-__all__ = ["SnapshotDump", "dump_snapshot", "list_snapshots", "snapshot_findings"]
+__all__ = ["SnapshotDump", "dump_snapshot", "list_snapshots", "read_snapshots", "snapshot_findings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,25 @@ def dump_snapshot(path: str | os.PathLike[str]) -> SnapshotDump:
         return SnapshotDump(p, offset, len(data), decode_snapshot(data, offset))
     except CorruptSnapshotError as exc:
         return SnapshotDump(p, offset, len(data), problem=str(exc))
+
+
+def read_snapshots(directory: str | os.PathLike[str]) -> tuple[list[SnapshotDump], list[Finding]]:
+    """Every snapshot file of a partition directory read (:func:`dump_snapshot`), by offset.
+
+    A file that does not decode is a dump with a ``problem``; one that cannot
+    be read at all (gone under the read, no permission) is a finding instead.
+
+    Raises:
+        StorageError: the directory cannot be listed.
+    """
+    dumps: list[SnapshotDump] = []
+    unreadable: list[Finding] = []
+    for offset, path in list_snapshots(directory):
+        try:
+            dumps.append(dump_snapshot(path))
+        except StorageError as exc:
+            unreadable.append(Finding(Severity.ERROR, Check.SNAPSHOT, path, str(exc), offset=offset))
+    return dumps, unreadable
 
 
 def snapshot_findings(

@@ -26,8 +26,8 @@ Must not import: ``tools``; nor ``seglog.engine.engine`` / ``seglog.engine.log``
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from seglog.engine.offline.findings import Check, Finding, Severity
 from seglog.engine.offline.segment_scan import TxnBatch
@@ -40,8 +40,7 @@ __all__ = ["ExpectedAbort", "TxnReplay", "txn_index_against_log"]
 _REPAIR_HINT = "the engine trusts a well-formed .txnindex and does not rebuild it"
 
 
-@dataclass(frozen=True, slots=True)
-class ExpectedAbort:
+class ExpectedAbort(NamedTuple):
     """The ``.txnindex`` entry an abort marker must have; an inexact first offset or LSO is an upper bound."""
 
     txn: AbortedTxn

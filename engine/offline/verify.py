@@ -40,7 +40,7 @@ from seglog.engine.offline.listing import (
     read_topic_file,
 )
 from seglog.engine.offline.segment_scan import SegmentScan, log_end_offset_of, scan_segment, tail_findings
-from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots, snapshot_findings
+from seglog.engine.offline.snapshots import SnapshotDump, read_snapshots, snapshot_findings
 from seglog.engine.offline.txn_replay import TxnReplay, txn_index_against_log
 from seglog.segments.fileio import default_ops
 from seglog.segments.files import (
@@ -51,7 +51,6 @@ from seglog.segments.files import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     list_partition_dir,
-    snapshot_file_name,
 )
 
 __all__ = ["VerifyProgress", "VerifyReport", "total_log_bytes", "verify"]
@@ -133,10 +132,11 @@ class _Verifier:
             self.add(Severity.WARNING, Check.TOPIC_FILE, directory / TOPIC_FILE, meta.problem)
         self._stray_files(directory)
         segments = list_segments(directory)
-        snapshots = [o for o, _ in list_snapshots(directory)]
+        dumps, unreadable = read_snapshots(directory)
+        snapshots = [d.offset for d in dumps] + [f.offset for f in unreadable if f.offset is not None]
         off_boundary: set[int] = set()
         previous_next: int | None = None
-        replay = _txn_replay(directory, segments, snapshots)
+        replay = _txn_replay(segments, dumps)
         for seg in segments:
             if not self.selected(seg):
                 self.skipped += 1
@@ -169,15 +169,8 @@ class _Verifier:
             return None
         assert previous_next is not None
         first = segments[0].base_offset
-        if snapshots:
-            dumps = []
-            for offset in snapshots:
-                path = directory / snapshot_file_name(offset)
-                try:
-                    dumps.append(dump_snapshot(path))
-                except StorageError as exc:
-                    self.add(Severity.ERROR, Check.SNAPSHOT, path, str(exc), offset=offset)
-            self.findings.extend(snapshot_findings(dumps, off_boundary=off_boundary, log_end_offset=previous_next))
+        self.findings.extend(unreadable)
+        self.findings.extend(snapshot_findings(dumps, off_boundary=off_boundary, log_end_offset=previous_next))
         return first, previous_next
 
     def _stray_files(self, directory: Path) -> None:
@@ -256,16 +249,12 @@ class _Verifier:
         return scan.next_offset
 
 
-def _txn_replay(directory: Path, segments: Sequence[SegmentInfo], snapshots: Sequence[int]) -> TxnReplay:
+def _txn_replay(segments: Sequence[SegmentInfo], snapshots: Sequence[SnapshotDump]) -> TxnReplay:
     """A replay of the partition's transactions from its first segment: exact from offset 0 or a snapshot there."""
     first = segments[0].base_offset if segments else 0
-    if first != 0 and first in snapshots:
-        try:
-            snap = dump_snapshot(directory / snapshot_file_name(first))
-        except StorageError:
-            snap = None
-        if snap is not None and snap.problem is None:
-            return TxnReplay(first, snap.entries)
+    at_first = next((d for d in snapshots if d.offset == first and d.problem is None), None)
+    if first != 0 and at_first is not None:
+        return TxnReplay(first, at_first.entries)
     return TxnReplay(first)
 
 

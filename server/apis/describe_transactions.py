@@ -12,20 +12,15 @@ Must not import: ``tools``.
 
 from __future__ import annotations
 
-import datetime
-import typing
 from typing import Final
 
-from kio.schema.describe_transactions.v0.response import (
-    DescribeTransactionsResponse,
-    TopicData,
-    TransactionState,
-)
+from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse, TopicData, TransactionState
 from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName, TransactionalId
-from kio.static.primitive import TZAware, i16, i32, i32Timedelta
+from kio.static.primitive import i16, i32
 
-from seglog.server.apis._common import NO_THROTTLE
+from seglog.engine.transactions import TxnRecord
+from seglog.server.apis._common import NO_THROTTLE, kafka_time, kafka_timeout
 from seglog.server.broker import Broker
 from seglog.server.protocol import DecodedRequest
 
@@ -33,19 +28,23 @@ API_KEY: Final = 65
 MIN_VERSION: Final = 0
 MAX_VERSION: Final = 0
 
-_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
-
-def _time(ms: int) -> TZAware:
-    # A cast, not TZAware.parse: kio's check wants whole seconds; its writer sends round(timestamp() * 1000).
-    return typing.cast(TZAware, _EPOCH + datetime.timedelta(milliseconds=ms))
-
-
-def _failed(txn_id: str, code: ErrorCode) -> TransactionState:
+def _state(txn_id: str, code: ErrorCode, record: TxnRecord | None = None) -> TransactionState:
+    """One id's answer: its state (``record``), or ``code`` with Kafka's empty fields."""
+    if record is None:
+        return TransactionState(
+            error_code=code, transactional_id=TransactionalId(txn_id), transaction_state="",
+            transaction_timeout=kafka_timeout(0), transaction_start_time=kafka_time(-1),
+            producer_id=ProducerId(-1), producer_epoch=i16(-1), topics=(),
+        )
+    topics: dict[str, list[int]] = {}
+    for topic, partition in sorted(record.partitions):
+        topics.setdefault(topic, []).append(partition)
     return TransactionState(
-        error_code=code, transactional_id=TransactionalId(txn_id), transaction_state="",
-        transaction_timeout=i32Timedelta.parse(datetime.timedelta(0)), transaction_start_time=_time(-1),
-        producer_id=ProducerId(-1), producer_epoch=i16(-1), topics=(),
+        error_code=code, transactional_id=TransactionalId(txn_id), transaction_state=record.state.kafka_name,
+        transaction_timeout=kafka_timeout(record.timeout_ms), transaction_start_time=kafka_time(record.start_ms),
+        producer_id=ProducerId(record.producer_id), producer_epoch=i16(record.producer_epoch),
+        topics=tuple(TopicData(topic=TopicName(t), partitions=tuple(i32(p) for p in ps)) for t, ps in topics.items()),
     )
 
 
@@ -53,23 +52,9 @@ async def handle(broker: Broker, request: DecodedRequest) -> DescribeTransaction
     coordinator = broker.engine.transactions
     states = []
     for txn_id in request.body.transactional_ids:
-        if not txn_id:
-            states.append(_failed(txn_id, ErrorCode.invalid_request))
-            continue
-        record = coordinator.state_of(txn_id)
-        if record is None:
-            states.append(_failed(txn_id, ErrorCode.transactional_id_not_found))
-            continue
-        topics: dict[str, list[int]] = {}
-        for topic, partition in sorted(record.partitions):
-            topics.setdefault(topic, []).append(partition)
-        states.append(TransactionState(
-            error_code=ErrorCode.none, transactional_id=TransactionalId(txn_id),
-            transaction_state=record.state.kafka_name,
-            transaction_timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=record.timeout_ms)),
-            transaction_start_time=_time(record.start_ms), producer_id=ProducerId(record.producer_id),
-            producer_epoch=i16(record.producer_epoch),
-            topics=tuple(TopicData(topic=TopicName(t), partitions=tuple(i32(p) for p in ps))
-                         for t, ps in topics.items()),
-        ))
+        record = coordinator.state_of(txn_id) if txn_id else None
+        if record is not None:
+            states.append(_state(txn_id, ErrorCode.none, record))
+        else:
+            states.append(_state(txn_id, ErrorCode.transactional_id_not_found if txn_id else ErrorCode.invalid_request))
     return DescribeTransactionsResponse(throttle_time=NO_THROTTLE, transaction_states=tuple(states))

@@ -39,9 +39,7 @@ Must not import: ``tools``.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
-import typing
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -51,12 +49,12 @@ from kio.schema.produce.v9.response import (
     TopicProduceResponse,
 )
 from kio.schema.types import TopicName
-from kio.static.primitive import TZAware, i32, i64
+from kio.static.primitive import i32, i64
 
 from seglog.engine.errors import SeglogError
 from seglog.engine.results import NO_TIMESTAMP
 from seglog.engine.transactions import TransactionState
-from seglog.server.apis._common import NO_THROTTLE
+from seglog.server.apis._common import NO_THROTTLE, kafka_time
 from seglog.server.broker import Broker, error_code_of
 from seglog.server.errors import CorruptBatchError, FrameError
 from seglog.server.protocol import DecodedRequest
@@ -69,7 +67,6 @@ MAX_VERSION: Final = 9
 log = logging.getLogger("seglog.server")
 
 _VALID_ACKS: Final = (0, 1, -1)
-_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 async def handle(broker: Broker, request: DecodedRequest) -> ProduceResponse | None:
@@ -132,9 +129,7 @@ async def _produce(
         return failed(error_code_of(exc), str(exc))
     append_time = None
     if result.log_append_time != NO_TIMESTAMP:
-        # A cast, not TZAware.parse: kio 0.6's check wants whole seconds (microsecond == 0), which a
-        # millisecond append time rarely is; its writer sends round(timestamp() * 1000), exact to the ms.
-        append_time = typing.cast(TZAware, _EPOCH + datetime.timedelta(milliseconds=result.log_append_time))
+        append_time = kafka_time(result.log_append_time)
     return topic, partition, PartitionProduceResponse(
         index=i32(partition),
         error_code=ErrorCode.none,
