@@ -170,3 +170,55 @@ def test_verify_takes_the_entry_of_an_abort_that_ended_no_open_transaction(cli: 
     ]
     r = cli("verify", tmp_path / "data")
     assert r.code == 0, r
+
+
+async def _write_across_rolls(log_dir: Path) -> Path:
+    """Segment 0: A txn at 0 | segment 1: B txn at 1, ABORT A at 2 (LSO 1: B open), COMMIT B at 3 | segment 4."""
+    async with Engine.open(log_dir) as engine:
+        await engine.create_topic("t", partitions=1)
+        log = engine.log("t", 0)
+        await log.append([Record(b"a")], producer_id=A, producer_epoch=0, base_sequence=0, transactional=True)
+        await log.roll()
+        await log.append([Record(b"b")], producer_id=B, producer_epoch=0, base_sequence=0, transactional=True)
+        assert await log.write_txn_marker(A, 0, commit=False) == 2
+        assert await log.write_txn_marker(B, 0, commit=True) == 3
+        await log.roll()
+        return log.directory
+
+
+def test_verify_replays_transactions_across_segments_and_from_a_snapshot_after_the_head_is_deleted(
+    cli: Cli, tmp_path: Path
+) -> None:
+    part = asyncio.run(_write_across_rolls(tmp_path / "data"))
+    txnindex = part / f"{1:020d}.txnindex"
+    assert ENTRY.unpack(txnindex.read_bytes()) == (0, A, 0, 2, 1)
+    assert cli("verify", part.parent).code == 0
+    for suffix in (".log", ".index", ".timeindex"):
+        (part / f"{0:020d}{suffix}").unlink()  # retention took the head; the snapshot at 1 holds A's open txn
+    assert (part / f"{1:020d}.snapshot").exists()
+    assert cli("verify", part.parent).code == 0
+    txnindex.write_bytes(ENTRY.pack(0, A, 0, 2, 2))
+    r = cli("verify", part.parent, "--json")
+    (finding,) = [f for f in json.loads(r.out)["findings"] if f["check"] == "txn-index"]
+    assert "last stable offset 2 is not the one at its marker (1:" in finding["message"], finding
+
+
+def test_verify_without_the_state_at_the_head_only_bounds_first_and_last_stable_offsets(
+    cli: Cli, tmp_path: Path
+) -> None:
+    part = asyncio.run(_write_across_rolls(tmp_path / "data"))
+    for suffix in (".log", ".index", ".timeindex"):
+        (part / f"{0:020d}{suffix}").unlink()
+    (part / f"{1:020d}.snapshot").unlink()
+    # A's transaction may have begun before offset 1: its first offset 0 is possible, 3 (after the marker) is not.
+    assert cli("verify", part.parent).code == 0
+    txnindex = part / f"{1:020d}.txnindex"
+    txnindex.write_bytes(ENTRY.pack(0, A, 3, 2, 1))
+    r = cli("verify", part.parent, "--json")
+    findings = [f for f in json.loads(r.out)["findings"] if f["check"] == "txn-index"]
+    assert len(findings) == 1 and r.code == 1, r
+    assert "first offset 3 is above last offset 2" in findings[0]["message"]
+    txnindex.write_bytes(ENTRY.pack(0, A, 1, 2, 2))
+    r = cli("verify", part.parent, "--json")
+    (finding,) = [f for f in json.loads(r.out)["findings"] if f["check"] == "txn-index"]
+    assert "last stable offset 2 is not the one at its marker (at most 1:" in finding["message"], finding
