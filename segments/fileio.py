@@ -1,23 +1,27 @@
-"""The async file layer: the only module of seglog that talks to ``aiofiles``.
+"""The file layer: the segment's ``.log`` (``SegmentFile``), small files, directories, and the thread hops.
 
 Owns every blocking file system call of the segment and engine layers: opening
 and creating segment files, appends (``pwritev`` of several buffers plus an
 optional ``fdatasync``), positional reads, truncation, fsync of files and
 directories, atomic rename, atomic small-file writes (checkpoints), removal and
-preallocation.
+preallocation; and the two ways into a thread (:func:`in_thread`, through
+``aiofiles``, and :func:`submit`, the append threads).
 
 Rules this module enforces:
 
-* **No blocking file I/O on the event-loop thread.** Each logical operation runs
-  as ONE executor hop (``aiofiles.os.wrap``, i.e. ``loop.run_in_executor``, or
-  for appends the same hop to a pool of their own, :func:`submit`; a
-  hop costs dozens of page-cache ``pread`` calls, so one append = one hop
-  however many batches and syscalls it needs). An append's
-  :class:`LateBuffer` parts (large batch bodies) are made in that hop too. The single
-  exception is the page-cache fast path of reads: on Linux
-  ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes far sooner than a hop and
-  raises ``BlockingIOError`` instead of waiting for the disk; then the read is
-  redone in the executor.
+* **No blocking file I/O on the event-loop thread.** ``SegmentFile`` is
+  synchronous: its owner (the engine's ``PartitionLog``) runs each logical
+  operation as ONE thread hop (``in_thread``, or for appends the same hop to
+  a pool of their own, :func:`submit`; a hop costs dozens of page-cache
+  ``pread`` calls, so one append = one hop however many batches and syscalls
+  it needs). An append's :class:`LateBuffer` parts (large batch bodies) are
+  made in that hop too. The single exception is the page-cache attempt of
+  reads (``SegmentFile.read_nowait``, ``read_cached``): on Linux
+  ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes far sooner
+  than a hop and raises ``BlockingIOError`` instead of waiting for the disk;
+  then the attempt answers :data:`WOULD_BLOCK` and the caller makes its hop.
+  The small-file and directory helpers below are coroutines that make their
+  hop themselves.
 * **``OSError`` stops here**: it becomes :class:`~seglog.indexes.errors.StorageError`
   (``raise StorageError(...) from exc``) naming the path and the operation.
 * **The fault-injection seam**: every system call goes through a :class:`FileOps`
@@ -34,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import enum
 import errno
 import os
 import threading
@@ -56,7 +61,9 @@ __all__ = [
     "LateBuffer",
     "PRead",
     "TMP_SUFFIX",
+    "WOULD_BLOCK",
     "SegmentFile",
+    "WouldBlock",
     "atomic_write",
     "default_ops",
     "fsync_dir",
@@ -114,6 +121,15 @@ def _materialized(buffers: Sequence[Buffer | LateBuffer]) -> Sequence[Buffer]:
         made.append(data)
     return made
 
+
+class WouldBlock(enum.Enum):
+    """The type of :data:`WOULD_BLOCK`."""
+
+    WOULD_BLOCK = "would block"
+
+
+WOULD_BLOCK: Final = WouldBlock.WOULD_BLOCK
+"""What a page-cache-only attempt returns when it would have to wait for the disk (see ``SegmentFile.read_nowait``)."""
 
 PRead = Callable[[int, int], "bytes | bytearray"]
 """``pread(position, size)``: the bytes at ``position``; fewer only at the file's logical end."""
@@ -273,12 +289,17 @@ class SegmentFile:
     On disk: the file holds ``size`` valid bytes; with preallocation the file may
     be longer (zeros), and :meth:`close`/:meth:`trim` cut it back to ``size``.
 
+    Synchronous: every method but :meth:`read_nowait`, :meth:`read_cached`
+    and the properties may block, and runs in the thread hop of whoever calls
+    it (the engine's ``PartitionLog``, the loader, the follower).
+
     Concurrency contract: one writer at a time (the caller serialises
-    ``append``/``truncate``; the segment's owner holds a lock), any number of
-    concurrent readers. ``size`` grows only after a write completed, and reads
-    never return bytes beyond ``size``, so a reader never sees a half-written
-    append. ``close`` waits for operations already running in threads and then
-    refuses new ones with :class:`ClosedError`.
+    ``write``/``truncate``; the segment's owner holds a lock), any number of
+    concurrent readers. ``size`` grows only when the writer publishes a
+    completed write (:meth:`advance`), and reads never return bytes beyond
+    ``size``, so a reader never sees a half-written append. ``close`` waits
+    for the calls already running in other threads and then refuses new ones
+    with :class:`ClosedError`.
 
     Open-file budget: the descriptor counts against the process's
     :func:`~seglog.indexes.handles.open_file_budget`. When no call is using it
@@ -297,7 +318,7 @@ class SegmentFile:
         # up when a directory of thousands of segments opens).
         self._name = str(path)
         self._path_object: Path | None = path if isinstance(path, Path) else None
-        self._fd = fd  # None: opened on first use, in the thread that needs it (see open_in_thread's defer)
+        self._fd = fd  # None: opened on first use, in the thread that needs it (see open's defer)
         self._size = size
         self._file_length = file_length
         self._ops = ops
@@ -325,30 +346,7 @@ class SegmentFile:
     # --- lifecycle ---------------------------------------------------------------------------
 
     @classmethod
-    async def open(
-        cls,
-        path: Path | str,
-        *,
-        create: bool,
-        writable: bool = True,
-        preallocate_bytes: int = 0,
-        ops: FileOps | None = None,
-    ) -> SegmentFile:
-        """Open (``create=False``) or create (``create=True``) the file at ``path``.
-
-        A newly created file is made durable (its directory is fsynced) and, with
-        ``preallocate_bytes > 0``, extended to that length with ``posix_fallocate``
-        at logical size 0 (Kafka's ``preallocate``). An existing file is opened as
-        it is (``create=True`` included): its logical size is its length.
-
-        Raises:
-            StorageError: the OS refused (missing directory, permissions, no space...).
-        """
-        return await in_thread(cls.open_in_thread, path, create=create, writable=writable,
-                               preallocate_bytes=preallocate_bytes, ops=ops)
-
-    @classmethod
-    def open_in_thread(
+    def open(
         cls,
         path: Path | str,
         *,
@@ -358,10 +356,13 @@ class SegmentFile:
         ops: FileOps | None = None,
         defer: bool = False,
     ) -> SegmentFile:
-        """The blocking body of :meth:`open`, for a caller already in an executor thread.
+        """Open (``create=False``) or create (``create=True``) the file at ``path``; blocking.
 
-        The engine opens every segment of a partition in one hop with it
-        (opening 10,000 segments one hop each would cost ~1 s of hops alone).
+        A newly created file is made durable (its directory is fsynced) and, with
+        ``preallocate_bytes > 0``, extended to that length with ``posix_fallocate``
+        at logical size 0 (Kafka's ``preallocate``). An existing file is opened as
+        it is (``create=True`` included): its logical size is its length.
+
         With ``defer`` (an existing file only) the file is only ``stat``-ed
         (it must be a regular file) and its descriptor is opened by the first
         operation that needs one, in that operation's thread: a directory of
@@ -369,7 +370,7 @@ class SegmentFile:
         one per segment. A file that cannot be opened then fails that operation.
 
         Raises:
-            StorageError: as :meth:`open`.
+            StorageError: the OS refused (missing directory, permissions, no space, not a regular file...).
         """
         ops = ops or default_ops()
         if defer and not create:
@@ -413,21 +414,8 @@ class SegmentFile:
             raise _storage_error("create" if created else "stat", path, exc) from exc
         return cls(path, fd, size=size, file_length=length, ops=ops, writable=writable, identity=identity)
 
-    async def close(self, *, trim: bool = True) -> None:
-        """Close the file (idempotent); with ``trim``, first cut a preallocated tail back to ``size``.
-
-        Waits for operations already running in executor threads.
-
-        Raises:
-            StorageError: the trim or close failed (the descriptor is released anyway).
-        """
-        if self._closed:
-            return
-        self._closed = True  # from here on new calls refuse; calls already in threads finish first
-        await run_to_completion(in_thread(self.close_in_thread, trim=trim))
-
     def begin_close(self) -> None:
-        """Refuse new operations from now on (call on the event loop before :meth:`close_in_thread`).
+        """Refuse new operations from now on (call on the event loop before :meth:`close` in a thread).
 
         A read on the loop checks ``closed`` and then reads without a thread hop;
         marking the file closed on the loop first means no such read can start
@@ -435,20 +423,21 @@ class SegmentFile:
         """
         self._closed = True
 
-    def close_in_thread(self, *, trim: bool = True) -> None:
-        """The blocking form of :meth:`close`, for a caller already in an executor thread.
+    def close(self, *, trim: bool = True) -> None:
+        """Close the file (idempotent); with ``trim``, first cut a preallocated tail back to ``size``. Blocking.
 
-        Closes the descriptor once, also after :meth:`begin_close`.
+        Refuses new operations, waits for the guarded calls already running
+        (reads in other threads), then closes the descriptor, once (also after
+        :meth:`begin_close`).
+
+        Raises:
+            StorageError: the trim or close failed (the descriptor is released anyway).
         """
         with self._busy_lock:
             if self._released:
                 return
             self._released = True
-        self._closed = True
-        self._close_sync(trim)
-
-    def _close_sync(self, trim: bool) -> None:
-        with self._busy_lock:
+            self._closed = True  # from here on new calls refuse; calls already running finish first
             if self._busy:
                 self._idle = threading.Condition(self._busy_lock)
                 self._idle.wait_for(lambda: self._busy == 0)
@@ -612,51 +601,50 @@ class SegmentFile:
 
     # --- writes ------------------------------------------------------------------------------
 
-    async def append(
+    def write(
         self,
         buffers: Sequence[Buffer | LateBuffer],
+        position: int,
         *,
         fsync: bool = False,
         before: Callable[[], object] | None = None,
         then: Callable[[], object] | None = None,
     ) -> int:
-        """Write ``buffers`` back to back at the end (one ``pwritev``, plus ``fdatasync`` if asked).
+        """Write ``buffers`` back to back at ``position``, the logical end (one ``pwritev``, plus ``fdatasync``).
 
-        One executor hop. A :class:`LateBuffer` is materialized in that hop,
+        Blocking: the caller runs it in its one thread hop (the engine's
+        appends: :func:`submit`). It does not move the logical size: the
+        caller does that with :meth:`advance` once this returned (on the event
+        loop, beside its own bookkeeping), so a reader never sees a size its
+        owner has not published. A :class:`LateBuffer` is materialized here,
         every one before the first byte is written (if one fails, nothing is
-        written and its error is raised as is). ``before`` runs in the same
-        worker thread just before the write (whatever it raises fails the
-        append with nothing written; the caller reserves index space there).
-        ``then`` runs in the same worker thread after a
-        successful write (best effort: whatever it raises is ignored, the
-        append succeeded), for blocking preparation the caller wants off the
-        event loop. The logical size grows only after everything (and the
-        sync) succeeded. On failure the file is cut back to where it ended, so
-        from this object's point of view nothing happened. Returns the position
-        of the first byte written.
+        written and its error is raised as is). ``before`` runs just before the
+        write (whatever it raises fails the write with nothing written; the
+        segment reserves index space there). ``then`` runs after a successful
+        write (best effort: whatever it raises is ignored, the bytes are
+        written), for blocking preparation the caller wants off the event loop.
+        On failure the file is cut back to ``position``, so from this object's
+        point of view nothing happened. Returns the end of what was written.
 
         Raises:
+            ValueError: ``position`` is not the logical size (appends must be serialised).
             StorageError: the write or the sync failed (e.g. ``ENOSPC``, ``EIO``).
             ClosedError: the file is closed or read-only.
         """
         self._check_writable()
-        position = self._size
+        if position != self._size:
+            raise ValueError(f"{self._name}: a write at {position} is not at the logical end {self._size}")
         total = sum(len(b) for b in buffers)
-        if total == 0:
-            return position
+        if total:
+            self._guarded(self._write, buffers, position, fsync, before, then)
+        return position + total
 
-        # Submitted now, not at the caller's next await: the write overlaps whatever the loop does next
-        # (the engine encodes the next group meanwhile), and no Task is created on this hot path.
-        job = submit(self._guarded, self._append_sync, buffers, position, fsync, before, then)
-        try:
-            await run_to_completion(job)
-        finally:
-            if job.done() and not job.cancelled() and job.exception() is None:
-                self._size = position + total  # even when the caller was cancelled: the bytes are there
-                self._file_length = max(self._file_length, self._size)
-        return position
+    def advance(self, end: int) -> None:
+        """Publish a completed :meth:`write`: the logical size becomes ``end``; no I/O (on the event loop)."""
+        self._size = end
+        self._file_length = max(self._file_length, end)
 
-    def _append_sync(
+    def _write(
         self,
         buffers: Sequence[Buffer | LateBuffer],
         position: int,
@@ -689,13 +677,13 @@ class SegmentFile:
                     self._ops.fallocate(fd, position, self._file_length - position)  # zeros again
             raise _storage_error(step, self._path, exc) from exc
         if then is not None:
-            # Best effort, and the bytes are written: nothing raised here may turn this append into
+            # Best effort, and the bytes are written: nothing raised here may turn this write into
             # a failure (its bytes would stay in the file, unaccounted for).
             with contextlib.suppress(BaseException):
                 then()
 
-    async def truncate(self, size: int) -> None:
-        """Cut the file to ``size`` bytes (at most the current size); one hop.
+    def truncate(self, size: int) -> None:
+        """Cut the file to ``size`` bytes (at most the current size); blocking.
 
         Raises:
             ValueError: ``size`` is negative or above the current size.
@@ -704,15 +692,11 @@ class SegmentFile:
         self._check_writable()
         if not 0 <= size <= self._size:
             raise ValueError(f"{self._name}: cannot truncate to {size}, the file has {self._size} bytes")
+        self._guarded(self._truncate, size)
+        self._size = size
+        self._file_length = size
 
-        async def cut() -> None:
-            await in_thread(self._guarded, self._truncate_sync, size)
-            self._size = size
-            self._file_length = size
-
-        await run_to_completion(cut())
-
-    def _truncate_sync(self, size: int) -> None:
+    def _truncate(self, size: int) -> None:
         try:
             fd = self._descriptor()
             self._dirty = True
@@ -720,22 +704,22 @@ class SegmentFile:
         except OSError as exc:
             raise _storage_error(f"truncate to {size}", self._path, exc) from exc
 
-    async def trim(self) -> None:
-        """Drop a preallocated tail: cut the file to its logical size (no-op when already so)."""
+    def trim(self) -> None:
+        """Drop a preallocated tail: cut the file to its logical size (no-op when already so); blocking."""
         self._check_writable()
         if self._file_length != self._size:
-            await self.truncate(self._size)
+            self.truncate(self._size)
 
-    async def fsync(self) -> None:
-        """``fdatasync`` the file: everything appended so far survives power loss.
+    def fsync(self) -> None:
+        """``fdatasync`` the file: everything written so far survives power loss; blocking.
 
         Raises:
             StorageError: the sync failed.
+            ClosedError: the file is closed.
         """
-        self._check_open()
-        await in_thread(self._guarded, self._fsync_sync)
+        self._guarded(self._fsync)
 
-    def _fsync_sync(self) -> None:
+    def _fsync(self) -> None:
         if self._fd is None and not self._dirty:
             return  # never opened, or nothing written since the last sync: nothing to sync
         fd = self._descriptor()  # a descriptor given back to the budget: the sync of a new one syncs the file
@@ -747,24 +731,16 @@ class SegmentFile:
             self._dirty = True
             raise _storage_error("fdatasync", self._path, exc) from exc
 
-    def fsync_in_thread(self) -> None:
-        """The blocking body of :meth:`fsync`, for callers that batch it into their own thread hop."""
-        self._guarded(self._fsync_sync)
-
-    async def rename(self, new_path: Path | str) -> None:
-        """Atomically rename the file (the descriptor stays valid) and fsync the directory.
+    def rename(self, new_path: Path | str) -> None:
+        """Atomically rename the file (the descriptor stays valid) and fsync the directory; blocking.
 
         Raises:
             StorageError: the rename failed; the path is unchanged then.
+            ClosedError: the file is closed.
         """
-        self._check_open()
-        await run_to_completion(in_thread(self.rename_in_thread, Path(new_path)))
+        self._guarded(self._rename, Path(new_path))
 
-    def rename_in_thread(self, new_path: Path) -> None:
-        """The blocking body of :meth:`rename`, for callers that batch it into their own thread hop."""
-        self._guarded(self._rename_sync, new_path)
-
-    def _rename_sync(self, new_path: Path) -> None:
+    def _rename(self, new_path: Path) -> None:
         try:
             with self._open_lock:  # a deferred open sees the old name with the old file, or the new one
                 self._ops.replace(self._name, str(new_path))
@@ -777,58 +753,64 @@ class SegmentFile:
         """Follow the file to the same name in ``directory`` (the directory was moved); no I/O."""
         self._set_path(Path(directory) / self._path.name)
 
-    async def mtime_ms(self) -> int:
-        """Last modification time in milliseconds since the epoch.
+    def mtime_ms(self) -> int:
+        """Last modification time in milliseconds since the epoch; blocking.
 
         Raises:
             StorageError: stat failed.
         """
         try:
-            return await in_thread(self._ops.mtime_ns, self._name) // 1_000_000
+            return self._ops.mtime_ns(self._name) // 1_000_000
         except OSError as exc:
             raise _storage_error("stat", self._path, exc) from exc
 
     # --- reads -------------------------------------------------------------------------------
 
-    async def read_at(self, position: int, size: int) -> bytes | bytearray:
-        """The ``size`` bytes at ``position`` (fewer at the logical end; never beyond it).
+    def read_nowait(self, fn: Callable[[PRead], _T]) -> _T | WouldBlock:
+        """Run the read-only function ``fn(pread)`` with a page-cache-only ``pread``; no wait, no hop.
 
-        Page-cache fast path on the event loop, one executor hop otherwise.
-
-        Raises:
-            StorageError: the read failed.
-            ClosedError: the file is closed.
-        """
-        return await self.run_read(lambda pread: pread(position, size))
-
-    async def run_read(self, fn: Callable[[PRead], _T]) -> _T:
-        """Run the read-only function ``fn(pread)`` with a page-cache-only ``pread``, else in a thread.
-
-        ``fn`` first runs on the event loop with a ``pread`` that returns cached
-        bytes and aborts ``fn`` when a read would wait for the disk; then
-        ``fn`` is run again from the start in an executor thread with blocking
-        reads (one hop for however many reads ``fn`` makes). ``fn`` must
-        therefore have no side effects and must not swallow exceptions.
+        Returns :data:`WOULD_BLOCK` as soon as a read would wait for the disk
+        (``preadv`` with ``RWF_NOWAIT`` found the bytes not cached; the
+        descriptor is not opened yet; the file system has no ``RWF_NOWAIT``):
+        the caller then runs the same ``fn`` with :meth:`read`, from the start,
+        in its one thread hop. ``fn`` must therefore have no side effects
+        before its last read and must not swallow exceptions.
 
         Raises:
             StorageError: a read failed.
             ClosedError: the file is closed.
         """
-        self._check_open()
-        if self._page_cache_reads:
-            try:
-                # Guarded like a thread's read: close_in_thread() (from a worker) waits for it to end.
-                return self._guarded(fn, self._pread_nowait)
-            except _NotCached:
-                pass
-        return await in_thread(self._guarded, fn, self._pread_blocking)
+        if not self._page_cache_reads:
+            self._check_open()
+            return WOULD_BLOCK
+        try:
+            # Guarded like a thread's read: a close() in a worker waits for it to end.
+            return self._guarded(fn, self._pread_nowait)
+        except _NotCached:
+            return WOULD_BLOCK
+
+    def read(self, fn: Callable[[PRead], _T], *, transient: bool = False) -> _T:
+        """Run ``fn(pread)`` with blocking reads (however many ``fn`` makes); from a thread.
+
+        With ``transient``, a file whose descriptor is still deferred is read
+        through a descriptor opened for this call only and closed after it: a
+        check of a sealed segment's indexes (retention asks every segment for
+        its largest timestamp) must not pin one descriptor per segment.
+
+        Raises:
+            StorageError: a read failed.
+            ClosedError: the file is closed.
+        """
+        if transient and self._fd is None:
+            return self._guarded(self._read_transient, fn)
+        return self._guarded(fn, self._pread_blocking)
 
     def read_cached(self, position: int, size: int) -> bytes | bytearray | None:
         """The ``size`` bytes at ``position`` if the page cache holds them all, else ``None``; no hop, no wait.
 
         For a reader that has a slower path of its own to take (one executor
-        hop) when the bytes are not cached: the same read as :meth:`run_read`'s
-        first attempt, without the function it runs.
+        hop) when the bytes are not cached: the same read as :meth:`read_nowait`
+        makes, without a function to run.
 
         Raises:
             StorageError: the read failed.
@@ -852,23 +834,12 @@ class SegmentFile:
                 if self._busy == 0 and self._idle is not None:
                     self._idle.notify_all()
 
-    def read_in_thread(self, fn: Callable[[PRead], _T], *, transient: bool = False) -> _T:
-        """Run ``fn(pread)`` with blocking reads; only from an executor thread the caller owns.
+    def pread(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position``, never past the logical size; blocking.
 
-        With ``transient``, a file whose descriptor is still deferred is read
-        through a descriptor opened for this call only and closed after it: a
-        check of a sealed segment's indexes (retention asks every segment for
-        its largest timestamp) must not pin one descriptor per segment.
-        """
-        if transient and self._fd is None:
-            return self._guarded(self._read_transient, fn)
-        return self._guarded(fn, self._pread_blocking)
-
-    def pread_in_thread(self, position: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``position``, never past the logical size; blocking, from a thread the caller owns.
-
-        For a synchronous reader walking a file it opened itself (the offline
-        tools): each call is one guarded ``pread`` (fewer bytes only at the end).
+        One guarded ``pread`` (fewer bytes only at the logical end), for a
+        synchronous reader walking a file (the offline tools, a segment's
+        first header).
 
         Raises:
             StorageError: the read failed.
@@ -892,14 +863,14 @@ class SegmentFile:
                 with contextlib.suppress(OSError):
                     self._ops.close(fd)
 
-    def read_unvalidated_in_thread(self, fn: Callable[[PRead, int], _T]) -> _T:
+    def read_unvalidated(self, fn: Callable[[PRead, int], _T]) -> _T:
         """Run ``fn(pread, file_length)`` over the file as it is now, past the logical size; blocking.
 
         For a read-only file that another process appends to (a follower): the
         ``pread`` reads up to the file's current length (``fstat``), which may
         hold batches this object has not validated yet, or a torn write, or
         preallocated zeros. ``fn`` decides what is valid (the caller then moves
-        the logical size with :meth:`follow_size`). Only from an executor thread.
+        the logical size with :meth:`follow_size`). Blocking.
 
         Raises:
             StorageError: the stat or a read failed.

@@ -56,6 +56,7 @@ from seglog.segments.batch import (
 )
 from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
 from seglog.segments.fileio import (
+    WOULD_BLOCK,
     FileOps,
     LateBuffer,
     PRead,
@@ -64,6 +65,7 @@ from seglog.segments.fileio import (
     in_thread,
     remove,
     run_to_completion,
+    submit,
 )
 from seglog.segments.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix
 from seglog.segments.reader import BatchReader, LocatedBatch
@@ -92,6 +94,7 @@ _HEADER_WINDOW: Final = 8192
 # the syscalls go), but it is one syscall instead of three when syscalls are dear.
 _READ_WINDOW: Final = 32 * 1024
 _log = logging.getLogger("seglog")
+_T = TypeVar("_T")
 _EMPTY: Final = memoryview(b"")
 _RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog recover DIR')"
 
@@ -508,7 +511,8 @@ class LogSegment:
                 suffix=suffix, writable=writable, ops=ops,
             )
         directory = Path(directory)
-        log = await SegmentFile.open(
+        log = await in_thread(
+            SegmentFile.open,
             directory / f"{filename_prefix(base_offset)}{LOG_SUFFIX}{suffix}",
             create=True,
             writable=writable,
@@ -553,27 +557,27 @@ class LogSegment:
         segments cost ~1 s of hops alone). Reads the first batch header (for time-based
         rolling) and notes which index files exist; maps nothing. With
         ``defer_open`` (sealed segments) the ``.log`` is only ``stat``-ed and its
-        descriptor opened by the first read (see ``SegmentFile.open_in_thread``).
+        descriptor opened by the first read (see ``SegmentFile.open``).
 
         Raises:
             StorageError: the ``.log`` cannot be opened (with ``defer_open``: is not a regular file).
         """
         directory = directory if isinstance(directory, Path) else Path(directory)  # Path(a Path) re-parses it
         prefix = f"{directory}{os.sep}{base_offset:020d}"
-        log = SegmentFile.open_in_thread(
+        log = SegmentFile.open(
             f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops, defer=defer_open
         )
         try:
             # Only the active segment's first batch matters (time-based rolling); a caller that
             # opens sealed segments in bulk skips the read.
-            first_batch = log.read_in_thread(partial(_probe_first_header, log.size)) if read_first_batch else None
+            first_batch = log.read(partial(_probe_first_header, log.size)) if read_first_batch else None
             if index_files_existed is None:
                 index_files_existed = (
                     log.ops.exists(f"{prefix}{INDEX_SUFFIX}{suffix}"),
                     log.ops.exists(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}"),
                 )
         except BaseException:
-            log.close_in_thread(trim=False)
+            log.close(trim=False)
             raise
         return cls(
             log=log,
@@ -601,7 +605,7 @@ class LogSegment:
         """
         self._check_open()
         # Transient: a sealed segment's deferred descriptor stays unopened (as a clean open leaves it).
-        return self._log.read_in_thread(partial(_probe_first_header, self._log.size), transient=True)
+        return self._log.read(partial(_probe_first_header, self._log.size), transient=True)
 
     async def __aenter__(self) -> LogSegment:
         return self
@@ -677,7 +681,7 @@ class LogSegment:
                         if "_txn_index" in built:
                             self._txn_index.close()
                     finally:
-                        self._log.close_in_thread(trim=self._writable)
+                        self._log.close(trim=self._writable)
         if no_space is not None:
             raise no_space
 
@@ -705,7 +709,7 @@ class LogSegment:
                     if "_txn_index" in built:
                         self._txn_index.close()
                 finally:
-                    self._log.close_in_thread(trim=False)
+                    self._log.close(trim=False)
 
     async def delete(self) -> None:
         """Close without trimming and delete the ``.log`` and its three index files (those that exist).
@@ -724,9 +728,12 @@ class LogSegment:
             self._time_index.delete()
             self._txn_index.delete()
 
+        def close_and_remove_indexes() -> None:
+            log.close(trim=False)
+            remove_indexes()
+
         async def work() -> None:
-            await log.close(trim=False)
-            await in_thread(remove_indexes)
+            await in_thread(close_and_remove_indexes)
             await remove(log.path, ops=log.ops)
 
         await run_to_completion(work())
@@ -887,7 +894,7 @@ class LogSegment:
             if problem is None:
                 # Transient: checking a sealed segment's indexes (retention asks every segment for its
                 # largest timestamp) must not leave its deferred .log descriptor open.
-                problem = self._log.read_in_thread(
+                problem = self._log.read(
                     partial(self._index_problem, offset_index, time_index), transient=True
                 )
             if problem is not None:
@@ -911,7 +918,7 @@ class LogSegment:
                 # Kafka's loadLargestTimestamp: the last time-index entry, then the batches after the last
                 # offset-index entry, which no time-index entry covers (a segment whose final entry was
                 # never written: the active one after an unclean stop, seen by a read-only engine).
-                best = self._log.read_in_thread(
+                best = self._log.read(
                     partial(self._largest_after_last_entry, offset_index, best), transient=True
                 )
             self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = best
@@ -936,7 +943,7 @@ class LogSegment:
         # entries while the lock is held (_add_index_entries), and its largest timestamp is kept.
         total = self._log.size
         max_ts, max_ts_offset = self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
-        outcome = self._log.read_in_thread(
+        outcome = self._log.read(
             partial(self._rebuild_indexes, offset_index, time_index, max(total, 1), total, None)
         )
         self._apply_scan(outcome)
@@ -963,7 +970,7 @@ class LogSegment:
             return best
 
         # The walk first: when the .log is damaged it raises, and the next use tries (and raises) again.
-        best = self._log.read_in_thread(walk)
+        best = self._log.read(walk)
         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = best
         self._trust_indexes = False
 
@@ -1053,7 +1060,7 @@ class LogSegment:
     async def largest_timestamp(self) -> int:
         """The largest record timestamp, or the ``.log``'s modification time in ms if there is none (Kafka)."""
         ts = await self.largest_record_timestamp()
-        return ts if ts is not None else await self._log.mtime_ms()
+        return ts if ts is not None else await in_thread(self._log.mtime_ms)
 
     def _index_is_full(self, lazy: LazyIndex[OffsetIndex] | LazyIndex[TimeIndex], existed: bool) -> bool:
         if lazy.is_loaded:
@@ -1219,12 +1226,16 @@ class LogSegment:
             if self._offset_index.is_loaded or self._time_index.is_loaded
             else None
         )
+        # Submitted now, not at the next await: the write overlaps whatever the loop does next (the
+        # engine encodes the next group meanwhile), and no Task is created on this hot path.
+        job = submit(self._log.write, parts, position, fsync=fsync, before=reserve)
         try:
-            await self._log.append(parts, fsync=fsync, before=reserve)
+            await run_to_completion(job)
         finally:
-            # The write happened (the size moved) even if this task was cancelled meanwhile: the
+            # The write happened even if this task was cancelled meanwhile: the size and the
             # bookkeeping must follow the file, or the next append would reuse these offsets.
-            if self._log.size == end:
+            if job.done() and not job.cancelled() and job.exception() is None:
+                self._log.advance(end)
                 if position == 0:
                     self._rolling_based_timestamp = headers[0].max_timestamp
                 if indexes is not None:
@@ -1283,6 +1294,13 @@ class LogSegment:
         indexes = await self._read_indexes()
         return None if indexes is None else indexes[0]
 
+    async def _run_read(self, fn: Callable[[PRead], _T]) -> _T:
+        # The page-cache attempt on the loop, then the same read in one thread hop.
+        got = self._log.read_nowait(fn)
+        if got is WOULD_BLOCK:
+            return await in_thread(self._log.read, fn)
+        return got
+
     def _locate(
         self, pread: PRead, offset: int, start: int, end: int, entry_offset: int | None = None
     ) -> LocatedBatch | None:
@@ -1308,7 +1326,7 @@ class LogSegment:
         else:
             start, entry_offset = starting_position, None
         end = self._log.size
-        return await self._log.run_read(lambda pread: self._locate(pread, offset, start, end, entry_offset))
+        return await self._run_read(lambda pread: self._locate(pread, offset, start, end, entry_offset))
 
     async def visit_batch_headers(
         self, start_offset: int, end_offset: int, visit: Callable[[BatchHeader], None]
@@ -1339,7 +1357,7 @@ class LogSegment:
                 if header.last_offset >= start_offset:
                     visit(header)
 
-        await self._log.run_read(work)
+        await self._run_read(work)
 
     async def read(
         self,
@@ -1423,7 +1441,7 @@ class LogSegment:
             view = buf.toreadonly()[: _whole_batches_length(buf, first_size)]
             return FetchData(metadata, view, max_bytes=max_bytes if first_size > max_bytes else None)
 
-        return await self._log.run_read(work)
+        return await self._run_read(work)
 
     def _placed_window(
         self, start_offset: int, max_bytes: int, *, one_batch: bool
@@ -1621,7 +1639,7 @@ class LogSegment:
                 assert not isinstance(found, str)
             return found
 
-        return await self._log.run_read(work)
+        return await self._run_read(work)
 
     async def read_next_offset(self) -> int:
         """The offset after the last batch (``base_offset`` when empty).
@@ -1639,7 +1657,7 @@ class LogSegment:
         end = self._log.size
         entry = offset_index.lookup(offset_index.last_offset) if offset_index else None
         start, entry_offset = (entry.position, entry.offset) if entry is not None else (0, None)
-        next_offset = await self._log.run_read(partial(self._walk_to_end, start, end, entry_offset))
+        next_offset = await self._run_read(partial(self._walk_to_end, start, end, entry_offset))
         if end == self._log.size:  # nothing appended meanwhile: the answer is still current
             self._next_offset = next_offset
         return next_offset
@@ -1652,7 +1670,7 @@ class LogSegment:
             offset_index = None if indexes is None else indexes[0]
             entry = offset_index.lookup(offset_index.last_offset) if offset_index else None
             start, entry_offset = (entry.position, entry.offset) if entry is not None else (0, None)
-            self._next_offset = self._log.read_in_thread(
+            self._next_offset = self._log.read(
                 partial(self._walk_to_end, start, self._log.size, entry_offset)
             )
         return self._next_offset
@@ -1699,7 +1717,7 @@ class LogSegment:
             if trust_indexes and all(self._index_files_existed):
                 try:
                     offset_index, time_index = self._offset_index.get(), self._time_index.get()
-                    problem = self._log.read_in_thread(partial(self._index_problem, offset_index, time_index))
+                    problem = self._log.read(partial(self._index_problem, offset_index, time_index))
                 except StorageError as exc:  # e.g. removed meanwhile: validate the .log alone
                     problem = str(exc)
                 if problem is None and time_index.entries:
@@ -1784,7 +1802,7 @@ class LogSegment:
                 limited, followed.verify is not None and verify is None,
             )
 
-        return self._log.read_unvalidated_in_thread(work)
+        return self._log.read_unvalidated(work)
 
     def apply_follow(self, scan: FollowScan) -> None:
         """Make what :meth:`follow_in_thread` validated visible to readers; no I/O.
@@ -1883,9 +1901,9 @@ class LogSegment:
             _final_time_entry(time_index, max_ts, max_ts_offset)
             offset_index.trim_to_valid_size()
             time_index.trim_to_valid_size()
+            self._log.trim()
 
         await in_thread(work)
-        await self._log.trim()
 
     # ------------------------------------------------------------------------------ durability
 
@@ -1899,7 +1917,7 @@ class LogSegment:
         log = self._log
 
         def work() -> None:
-            log.fsync_in_thread()
+            log.fsync()
             for lazy in (self._offset_index, self._time_index):
                 if lazy.is_loaded:
                     lazy.get().flush()
@@ -1940,7 +1958,7 @@ class LogSegment:
             removed = 0
             if located is not None:
                 removed = self._log.size - located.position
-                await self._log.truncate(located.position)
+                await in_thread(self._log.truncate, located.position)
             if self._log.size == 0:
                 self._created_ms = now_ms
                 self._rolling_based_timestamp = None
@@ -1951,7 +1969,7 @@ class LogSegment:
             if self._log.size > 0 and self._rolling_based_timestamp is None:
                 # Opened in bulk without its first header (only the active segment needed it then):
                 # read it now that this segment may become the active one (Kafka loads it lazily).
-                head = await self._log.read_at(0, HEADER_SIZE)
+                head = await in_thread(self._log.pread, 0, HEADER_SIZE)
                 if len(head) == HEADER_SIZE:
                     self._rolling_based_timestamp = read_header(head).max_timestamp
             return removed
@@ -1973,7 +1991,7 @@ class LogSegment:
                     max_ts, max_ts_offset = header.max_timestamp, header.last_offset
             return max_ts, max_ts_offset
 
-        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = await self._log.run_read(work)
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = await self._run_read(work)
 
     # ------------------------------------------------------------------------------ recovery
 
@@ -2021,10 +2039,10 @@ class LogSegment:
             return self._rebuild_indexes(offset_index, time_index, max_batch_bytes, total, report, pread)
 
         async def work() -> int:
-            outcome = await in_thread(self._log.read_in_thread, scan)
+            outcome = await in_thread(self._log.read, scan)
             truncated = self._log.size - outcome.valid
             if truncated:
-                await self._log.truncate(outcome.valid)
+                await in_thread(self._log.truncate, outcome.valid)
             self._apply_scan(outcome)
             return truncated
 
@@ -2129,7 +2147,7 @@ class LogSegment:
         log = self._log
 
         def work() -> None:
-            log.rename_in_thread(targets[0])
+            log.rename(targets[0])
             self._offset_index.rename_to(targets[1])
             self._time_index.rename_to(targets[2])
             self._txn_index.rename_to(targets[3])

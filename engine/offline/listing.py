@@ -313,16 +313,16 @@ def open_log(path: str | os.PathLike[str]) -> Iterator[SegmentFile]:
     Raises:
         StorageError: the file cannot be opened.
     """
-    log = SegmentFile.open_in_thread(Path(path), create=False, writable=False)
+    log = SegmentFile.open(Path(path), create=False, writable=False)
     try:
         yield log
     finally:
-        log.close_in_thread(trim=False)
+        log.close(trim=False)
 
 
 def segment_reader(log: SegmentFile, base_offset: int, max_batch_bytes: int, **options: Any) -> BatchReader:
     """The segment reader over ``log`` (from :func:`open_log`), bounded by its size; ``options``: ``BatchReader``'s."""
     return BatchReader(
-        log.pread_in_thread, end=log.size, base_offset=base_offset, max_batch_bytes=max_batch_bytes, path=log.path,
+        log.pread, end=log.size, base_offset=base_offset, max_batch_bytes=max_batch_bytes, path=log.path,
         **options,
     )

@@ -232,7 +232,7 @@ def _segment_max_timestamp(
             return last[0]
     largest = -1
     with open_log(segment.log_path) as log:
-        reader = BatchReader(log.pread_in_thread, end=log.size, base_offset=segment.base_offset,
+        reader = BatchReader(log.pread, end=log.size, base_offset=segment.base_offset,
                              max_batch_bytes=max_batch_bytes, verify=False, path=segment.log_path)
         try:
             for _, header in reader:
@@ -486,7 +486,7 @@ def _scan(
         # Never past the planned end: the active segment's end is the last batch the plan saw whole.
         end = min(log.size, r.end_position)
         reader = BatchReader(
-            log.pread_in_thread, end=end, base_offset=r.base_offset, start=r.start_position,
+            log.pread, end=end, base_offset=r.base_offset, start=r.start_position,
             max_batch_bytes=r.max_batch_bytes or max(end - r.start_position, 1), verify=False, path=r.path,
         )
         try:

@@ -76,7 +76,7 @@ class TailKind(enum.StrEnum):
 def all_zero_from(log: SegmentFile, position: int) -> bool:
     """Whether every byte of ``log`` from ``position`` to its end is zero (read in chunks)."""
     while position < log.size:
-        chunk = log.pread_in_thread(position, min(SCAN_CHUNK_BYTES, log.size - position))
+        chunk = log.pread(position, min(SCAN_CHUNK_BYTES, log.size - position))
         if not chunk:
             break
         if chunk.count(0) != len(chunk):
@@ -231,7 +231,7 @@ def batch_at(seg: SegmentInfo, position: int, max_batch_bytes: int) -> BatchHead
         return None
     try:
         with open_log(seg.log_path) as log:
-            header = read_header(log.pread_in_thread(position, HEADER_SIZE))
+            header = read_header(log.pread(position, HEADER_SIZE))
     except (StorageError, CorruptRecordError):
         return None
     if (
@@ -329,7 +329,7 @@ def time_entry_holds(seg: SegmentInfo, entry: tuple[int, int], max_batch_bytes: 
     position, first = trusted_index_position(seg, offset, max_batch_bytes)
     try:
         with open_log(seg.log_path) as log:
-            reader = BatchReader(log.pread_in_thread, end=log.size, base_offset=seg.base_offset, start=position,
+            reader = BatchReader(log.pread, end=log.size, base_offset=seg.base_offset, start=position,
                                  first_offset=first, max_batch_bytes=max_batch_bytes, verify=False,
                                  path=seg.log_path)
             for _, header in reader:

@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from seglog.segments import fileio
 from seglog.segments.batch import TimestampType, encode_batch, read_header
-from seglog.segments.fileio import Buffer, FileOps
+from seglog.segments.fileio import WOULD_BLOCK, Buffer, FileOps, LateBuffer, SegmentFile
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment
 
@@ -26,6 +27,22 @@ def batch(offset: int, *values: str, ts: int | None = None, now_ms: int = 0) -> 
 
 def size_of(b: bytes) -> int:
     return read_header(b).size
+
+
+async def append_file(f: SegmentFile, buffers: Sequence[Buffer | LateBuffer], *, fsync: bool = False) -> int:
+    """What the owner of a ``SegmentFile`` does to append: the blocking write in one append-thread hop, then
+    the size published on the loop; returns the position written at."""
+    position = f.size
+    f.advance(await fileio.submit(f.write, buffers, position, fsync=fsync))
+    return position
+
+
+async def read_at(f: SegmentFile, position: int, size: int) -> bytes | bytearray:
+    """What the owner of a ``SegmentFile`` does to read: the page-cache attempt on the loop, else one hop."""
+    got = f.read_nowait(lambda pread: pread(position, size))
+    if got is WOULD_BLOCK:
+        return await fileio.in_thread(f.pread, position, size)
+    return got
 
 
 class LoopThreadOps(FileOps):

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from seghelpers import LoopThreadOps, wait_until
+from seghelpers import LoopThreadOps, append_file, read_at, wait_until
 
 from seglog.indexes.errors import ClosedError, StorageError
 from seglog.segments import fileio
@@ -19,74 +19,75 @@ from seglog.segments.fileio import FileOps, SegmentFile
 
 async def test_create_append_read_reopen(tmp_path: Path) -> None:
     path = tmp_path / "a.log"
-    f = await SegmentFile.open(path, create=True)
+    f = SegmentFile.open(path, create=True)
     assert f.size == 0
-    assert await f.append([b"hello ", bytearray(b"big "), memoryview(b"world")]) == 0
-    assert await f.append([b"!"]) == 15
-    assert await f.append([]) == 16
+    assert await append_file(f, [b"hello ", bytearray(b"big "), memoryview(b"world")]) == 0
+    assert await append_file(f, [b"!"]) == 15
+    assert await append_file(f, []) == 16
     assert f.size == 16 and path.read_bytes() == b"hello big world!"
-    assert bytes(await f.read_at(6, 3)) == b"big"
-    assert bytes(await f.read_at(10, 100)) == b"world!"  # clamped at the logical end
-    assert bytes(await f.read_at(16, 10)) == b""
-    await f.fsync()
-    await f.close()
-    await f.close()  # idempotent
-    g = await SegmentFile.open(path, create=False, writable=False)
+    assert bytes(await read_at(f, 6, 3)) == b"big"
+    assert bytes(await read_at(f, 10, 100)) == b"world!"  # clamped at the logical end
+    assert bytes(await read_at(f, 16, 10)) == b""
+    f.fsync()
+    f.close()
+    f.close()  # idempotent
+    g = SegmentFile.open(path, create=False, writable=False)
     assert g.size == 16
     with pytest.raises(ClosedError, match="read-only"):
-        await g.append([b"x"])
-    await g.close()
+        await append_file(g, [b"x"])
+    g.close()
 
 
 async def test_many_buffers_beyond_iov_max(tmp_path: Path) -> None:
-    f = await SegmentFile.open(tmp_path / "b.log", create=True)
+    f = SegmentFile.open(tmp_path / "b.log", create=True)
     parts = [bytes([i % 256]) * 3 for i in range(2500)]
-    await f.append(parts)
-    assert bytes(await f.read_at(0, f.size)) == b"".join(parts)
-    await f.close()
+    await append_file(f, parts)
+    assert bytes(await read_at(f, 0, f.size)) == b"".join(parts)
+    f.close()
 
 
 async def test_preallocate_then_trim_on_close(tmp_path: Path) -> None:
     path = tmp_path / "p.log"
-    f = await SegmentFile.open(path, create=True, preallocate_bytes=1 << 20)
+    f = SegmentFile.open(path, create=True, preallocate_bytes=1 << 20)
     assert (f.size, f.file_length, path.stat().st_size) == (0, 1 << 20, 1 << 20)
-    await f.append([b"abc"])
-    assert bytes(await f.read_at(0, 100)) == b"abc"  # never the preallocated zeros
-    await f.close()
+    await append_file(f, [b"abc"])
+    assert bytes(await read_at(f, 0, 100)) == b"abc"  # never the preallocated zeros
+    f.close()
     assert path.stat().st_size == 3
-    g = await SegmentFile.open(path, create=True, preallocate_bytes=1 << 20)  # exists: kept as is
+    g = SegmentFile.open(path, create=True, preallocate_bytes=1 << 20)  # exists: kept as is
     assert (g.size, g.file_length) == (3, 3)
-    await g.close()
+    g.close()
 
 
 async def test_truncate_and_trim(tmp_path: Path) -> None:
-    f = await SegmentFile.open(tmp_path / "t.log", create=True, preallocate_bytes=4096)
-    await f.append([b"0123456789"])
-    await f.truncate(4)
+    f = SegmentFile.open(tmp_path / "t.log", create=True, preallocate_bytes=4096)
+    await append_file(f, [b"0123456789"])
+    f.truncate(4)
     assert f.size == 4 and (tmp_path / "t.log").stat().st_size == 4
     with pytest.raises(ValueError, match="cannot truncate to 5"):
-        await f.truncate(5)
-    await f.append([b"xy"])
-    assert bytes(await f.read_at(0, 10)) == b"0123xy"
-    await f.trim()
-    await f.close()
+        f.truncate(5)
+    await append_file(f, [b"xy"])
+    assert bytes(await read_at(f, 0, 10)) == b"0123xy"
+    f.trim()
+    f.close()
 
 
 async def test_closed_file_refuses_everything(tmp_path: Path) -> None:
-    f = await SegmentFile.open(tmp_path / "c.log", create=True)
-    await f.close()
-    for call in (f.append([b"x"]), f.read_at(0, 1), f.fsync(), f.truncate(0)):
+    f = SegmentFile.open(tmp_path / "c.log", create=True)
+    f.close()
+    for call in (lambda: f.write([b"x"], 0), lambda: f.pread(0, 1), f.fsync, lambda: f.truncate(0),
+                 lambda: f.read_nowait(lambda pread: pread(0, 1)), lambda: f.read(lambda pread: pread(0, 1))):
         with pytest.raises(ClosedError, match="closed"):
-            await call
+            call()
 
 
 async def test_os_errors_become_storage_errors_naming_the_path(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-dir" / "x.log"
     with pytest.raises(StorageError, match=r"no-such-dir/x\.log: open failed") as info:
-        await SegmentFile.open(missing, create=True)
+        SegmentFile.open(missing, create=True)
     assert isinstance(info.value.__cause__, FileNotFoundError)
     with pytest.raises(StorageError, match="open failed"):
-        await SegmentFile.open(tmp_path / "absent.log", create=False)
+        SegmentFile.open(tmp_path / "absent.log", create=False)
     with pytest.raises(StorageError, match="directory fsync"):
         await fileio.fsync_dir(tmp_path / "no-such-dir")
     with pytest.raises(StorageError, match="rename"):
@@ -110,69 +111,69 @@ async def test_directory_and_small_file_helpers(tmp_path: Path) -> None:
 
 
 async def test_rename_keeps_the_descriptor(tmp_path: Path) -> None:
-    f = await SegmentFile.open(tmp_path / "r.log", create=True)
-    await f.append([b"abc"])
-    await f.rename(tmp_path / "r.log.deleted")
+    f = SegmentFile.open(tmp_path / "r.log", create=True)
+    await append_file(f, [b"abc"])
+    f.rename(tmp_path / "r.log.deleted")
     assert f.path == tmp_path / "r.log.deleted" and not (tmp_path / "r.log").exists()
-    await f.append([b"def"])
+    await append_file(f, [b"def"])
     assert (tmp_path / "r.log.deleted").read_bytes() == b"abcdef"
-    assert await f.mtime_ms() > 0
-    await f.close()
+    assert f.mtime_ms() > 0
+    f.close()
 
 
 async def test_enospc_mid_write_leaves_the_file_as_it_was(tmp_path: Path) -> None:
     ops = FailingOps()
     path = tmp_path / "full.log"
-    f = await SegmentFile.open(path, create=True, ops=ops)
-    await f.append([b"kept"])
+    f = SegmentFile.open(path, create=True, ops=ops)
+    await append_file(f, [b"kept"])
     ops.fail("pwritev", errno.ENOSPC, partial_bytes=3)
     with pytest.raises(StorageError, match=r"full.log: write failed: No space left on device") as info:
-        await f.append([b"lost-1", b"lost-2"])
+        await append_file(f, [b"lost-1", b"lost-2"])
     assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == errno.ENOSPC
     assert f.size == 4 and path.read_bytes() == b"kept"  # the 3 bytes that got through are cut off
-    await f.append([b"+next"])
+    await append_file(f, [b"+next"])
     assert path.read_bytes() == b"kept+next"
-    await f.close()
+    f.close()
 
 
 async def test_failed_fdatasync_rolls_the_append_back(tmp_path: Path) -> None:
     ops = FailingOps()
     path = tmp_path / "sync.log"
-    f = await SegmentFile.open(path, create=True, ops=ops)
-    await f.append([b"a"], fsync=True)
+    f = SegmentFile.open(path, create=True, ops=ops)
+    await append_file(f, [b"a"], fsync=True)
     ops.fail("fdatasync", errno.EIO)
     with pytest.raises(StorageError, match="fdatasync failed"):
-        await f.append([b"b"], fsync=True)
+        await append_file(f, [b"b"], fsync=True)
     assert f.size == 1 and path.read_bytes() == b"a"
-    await f.append([b"c"], fsync=True)
+    await append_file(f, [b"c"], fsync=True)
     assert path.read_bytes() == b"ac"
     assert ops.calls["fdatasync"] == 3
-    await f.close()
+    f.close()
 
 
 async def test_reads_use_the_page_cache_on_the_loop_and_fall_back_to_a_thread(tmp_path: Path) -> None:
     ops = FailingOps()
-    f = await SegmentFile.open(tmp_path / "cache.log", create=True, ops=ops)
-    await f.append([b"x" * 10_000])
-    assert bytes(await f.read_at(100, 50)) == b"x" * 50
+    f = SegmentFile.open(tmp_path / "cache.log", create=True, ops=ops)
+    await append_file(f, [b"x" * 10_000])
+    assert bytes(await read_at(f, 100, 50)) == b"x" * 50
     assert (ops.calls["preadv_nowait"], ops.calls["pread"]) == (1, 0)  # just written: cached
     ops.fail("preadv_nowait", errno.EAGAIN)
-    assert bytes(await f.read_at(100, 50)) == b"x" * 50
+    assert bytes(await read_at(f, 100, 50)) == b"x" * 50
     assert (ops.calls["preadv_nowait"], ops.calls["pread"]) == (2, 1)
     ops.fail("preadv_nowait", errno.EOPNOTSUPP)  # a file system without RWF_NOWAIT
-    assert bytes(await f.read_at(0, 5)) == b"xxxxx"
-    assert bytes(await f.read_at(0, 5)) == b"xxxxx"
+    assert bytes(await read_at(f, 0, 5)) == b"xxxxx"
+    assert bytes(await read_at(f, 0, 5)) == b"xxxxx"
     assert (ops.calls["preadv_nowait"], ops.calls["pread"]) == (3, 3)  # fast path switched off
     ops.fail("pread", errno.EIO)
     with pytest.raises(StorageError, match="read of 5 bytes at 0"):
-        await f.read_at(0, 5)
-    await f.close()
+        await read_at(f, 0, 5)
+    f.close()
 
 
-async def test_run_read_reruns_the_whole_function_in_a_thread(tmp_path: Path) -> None:
+async def test_a_read_that_would_block_is_run_again_whole_with_blocking_reads(tmp_path: Path) -> None:
     ops = FailingOps()
-    f = await SegmentFile.open(tmp_path / "rr.log", create=True, ops=ops)
-    await f.append([b"0123456789"])
+    f = SegmentFile.open(tmp_path / "rr.log", create=True, ops=ops)
+    await append_file(f, [b"0123456789"])
     threads: list[str] = []
 
     def two_reads(pread: fileio.PRead) -> bytes:
@@ -180,49 +181,54 @@ async def test_run_read_reruns_the_whole_function_in_a_thread(tmp_path: Path) ->
         return bytes(pread(0, 2)) + bytes(pread(8, 2))
 
     ops.fail("preadv_nowait", errno.EAGAIN, after=1)  # the second read is "not cached"
-    assert await f.run_read(two_reads) == b"0189"
+    assert f.read_nowait(two_reads) is fileio.WOULD_BLOCK
+    assert await fileio.in_thread(f.read, two_reads) == b"0189"
     assert threads[0] == threading.current_thread().name and threads[1] != threads[0]
-    await f.close()
+    assert (ops.calls["preadv_nowait"], ops.calls["pread"]) == (2, 2)
+    f.close()
 
 
-async def test_no_blocking_call_runs_on_the_event_loop_thread(tmp_path: Path) -> None:
+async def test_the_page_cache_attempt_makes_no_blocking_call_on_the_event_loop_thread(tmp_path: Path) -> None:
     ops = LoopThreadOps()
     with fileio.use_ops(ops):
-        f = await SegmentFile.open(tmp_path / "t.log", create=True, preallocate_bytes=8192)
-        await f.append([b"abc"], fsync=True)
-        await f.read_at(0, 3)
-        await f.truncate(1)
-        await f.close()
+        f = await fileio.in_thread(SegmentFile.open, tmp_path / "t.log", create=True, preallocate_bytes=8192)
+        await append_file(f, [b"abc"], fsync=True)
+        await read_at(f, 0, 3)
+        assert f.read_nowait(lambda pread: pread(0, 3)) == b"abc"  # on the loop, page cache only
+        await fileio.in_thread(f.truncate, 1)
+        await fileio.in_thread(f.close)
         await fileio.atomic_write(tmp_path / "ckpt", b"x")
     assert ops.on_loop == []
 
 
-async def test_a_cancelled_append_still_moves_the_size_with_the_bytes(tmp_path: Path) -> None:
+async def test_a_write_is_seen_by_readers_only_once_its_owner_publishes_it(tmp_path: Path) -> None:
     with GatedOps() as ops:
-        f = await SegmentFile.open(tmp_path / "cancel.log", create=True, ops=ops)
+        f = SegmentFile.open(tmp_path / "w.log", create=True, ops=ops)
         writing = ops.gate("pwritev")
-        task = asyncio.ensure_future(f.append([b"x" * 1000]))
+        job = fileio.submit(f.write, [b"x" * 1000], 0)
         await writing.reached()
-        task.cancel()  # while the bytes are being written
         writing.release()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert f.size == 1000 == (tmp_path / "cancel.log").stat().st_size
-        await f.close()
+        assert await job == 1000 == (tmp_path / "w.log").stat().st_size
+        assert f.size == 0 and f.read_nowait(lambda pread: pread(0, 10)) == b""
+        with pytest.raises(ValueError, match="not at the logical end 0"):
+            f.write([b"y"], 1000)  # the next write goes where the published size says
+        f.advance(1000)
+        assert f.size == 1000 and await read_at(f, 990, 100) == b"x" * 10
+        f.close()
 
 
 async def test_close_waits_for_reads_running_in_threads(tmp_path: Path) -> None:
     failing = FailingOps()
     with GatedOps(failing) as ops:
-        f = await SegmentFile.open(tmp_path / "w.log", create=True, ops=ops)
-        await f.append([b"y" * 100])
+        f = SegmentFile.open(tmp_path / "w.log", create=True, ops=ops)
+        await append_file(f, [b"y" * 100])
         failing.fail("preadv_nowait", errno.EAGAIN, times=None)  # every read goes to a thread
         reading = ops.gate("pread")
         read_done_at_close: list[bool] = []
         ops.gate("close", hold=False, on_enter=lambda: read_done_at_close.append(reading.left.is_set()))
-        reads = [asyncio.ensure_future(f.read_at(0, 100)) for _ in range(20)]
+        reads = [asyncio.ensure_future(read_at(f, 0, 100)) for _ in range(20)]
         await reading.reached()  # one read is inside its pread, in a thread
-        closing = asyncio.ensure_future(f.close())
+        closing = asyncio.ensure_future(fileio.in_thread(f.close))
         assert await asyncio.to_thread(wait_until, lambda: f._idle is not None), "close() waits for the read"
         reading.release()
         await closing
@@ -237,18 +243,18 @@ async def test_power_loss_keeps_only_synced_data(tmp_path: Path) -> None:
     await fileio.make_dirs(tmp_path / "d", ops=ops)
     old = tmp_path / "d" / "old.log"
     old.write_bytes(b"existing")
-    f = await SegmentFile.open(old, create=False, ops=ops)
-    await f.append([b"+synced"], fsync=True)
-    await f.append([b"+lost"])
-    h = await SegmentFile.open(tmp_path / "d" / "kept.log", create=True, ops=ops)  # creation is durable
-    await h.append([b"unsynced"])
+    f = SegmentFile.open(old, create=False, ops=ops)
+    await append_file(f, [b"+synced"], fsync=True)
+    await append_file(f, [b"+lost"])
+    h = SegmentFile.open(tmp_path / "d" / "kept.log", create=True, ops=ops)  # creation is durable
+    await append_file(h, [b"unsynced"])
     # A file created behind the file layer's back, its directory never fsynced: its entry is lost.
     fd = ops.open(str(tmp_path / "d" / "new.log"), os.O_CREAT | os.O_WRONLY)
     ops.pwritev(fd, [b"gone"], 0)
     ops.fdatasync(fd)
     ops.close(fd)
     for x in (f, h):
-        await x.close()
+        x.close()
     ops.power_fail()
     assert old.read_bytes() == b"existing+synced"
     assert not (tmp_path / "d" / "new.log").exists()
@@ -259,10 +265,10 @@ async def test_power_loss_can_tear_the_unsynced_tail(tmp_path: Path) -> None:
     ops = PowerLossOps()
     path = tmp_path / "torn.log"
     path.write_bytes(b"")
-    f = await SegmentFile.open(path, create=False, ops=ops)
-    await f.append([b"durable|"], fsync=True)
-    await f.append([b"0123456789"])
-    await f.close()
+    f = SegmentFile.open(path, create=False, ops=ops)
+    await append_file(f, [b"durable|"], fsync=True)
+    await append_file(f, [b"0123456789"])
+    f.close()
     assert ops.power_fail(torn_bytes=4) == [str(path)]
     assert path.read_bytes() == b"durable|0123"
 
@@ -300,58 +306,58 @@ async def test_a_deferred_file_opens_its_descriptor_on_first_use(tmp_path: Path)
     path = tmp_path / "seg.log"
     path.write_bytes(b"0123456789")
     ops = RecordingOps()
-    f = await fileio.in_thread(SegmentFile.open_in_thread, path, create=False, ops=ops, defer=True)
+    f = SegmentFile.open(path, create=False, ops=ops, defer=True)
     assert (f.size, f.file_length, ops.segment_opens()) == (10, 10, 0)
-    await f.fsync()  # nothing of it was written through this object: no descriptor needed
-    await f.rename(tmp_path / "seg.log.deleted")  # by path (the directory is opened for its fsync)
+    f.fsync()  # nothing of it was written through this object: no descriptor needed
+    f.rename(tmp_path / "seg.log.deleted")  # by path (the directory is opened for its fsync)
     assert ops.segment_opens() == 0
-    assert await f.read_at(2, 3) == b"234"  # the first read opens it (in a thread), under the new name
-    assert await f.read_at(0, 2) == b"01"
+    assert await read_at(f, 2, 3) == b"234"  # the first read opens it (in a thread), under the new name
+    assert await read_at(f, 0, 2) == b"01"
     assert ops.opened.count("seg.log.deleted") == 1
-    await f.append([b"ab"])
-    assert (await f.read_at(8, 10), ops.segment_opens()) == (b"89ab", 1)
-    await f.close()
-    never = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log.deleted", create=False,
+    await append_file(f, [b"ab"])
+    assert (await read_at(f, 8, 10), ops.segment_opens()) == (b"89ab", 1)
+    f.close()
+    never = SegmentFile.open(tmp_path / "seg.log.deleted", create=False,
                                    ops=ops, defer=True)
-    await never.close()  # closing a file that was never opened opens nothing
+    never.close()  # closing a file that was never opened opens nothing
     assert ops.segment_opens() == 1
     with pytest.raises(ClosedError):
-        await never.read_at(0, 1)
+        await read_at(never, 0, 1)
     with pytest.raises(StorageError, match="not a regular file"):
-        await fileio.in_thread(SegmentFile.open_in_thread, tmp_path, create=False, defer=True)
+        SegmentFile.open(tmp_path, create=False, defer=True)
 
 
 async def test_a_slow_deferred_open_does_not_block_the_loop(tmp_path: Path) -> None:
     # A cold inode (or NFS) makes the lazy open() slow; a read on the loop meanwhile must not wait.
     (tmp_path / "seg.log").write_bytes(b"x" * 4096)
     with GatedOps() as ops:
-        f = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log", create=False, ops=ops,
+        f = SegmentFile.open(tmp_path / "seg.log", create=False, ops=ops,
                                    defer=True)
         opening = ops.gate("open", path_contains="seg.log")
-        first = asyncio.ensure_future(f.read_at(0, 10))  # goes to a thread and opens, slowly
+        first = asyncio.ensure_future(read_at(f, 0, 10))  # goes to a thread and opens, slowly
         await opening.reached()
         # The loop's page-cache attempt declines at once (no descriptor yet) instead of waiting for the
         # open in flight: were it to wait, it could only return once the gate gave up on the test.
         assert f.read_cached(10, 10) is None
         assert not opening.left.is_set(), "the loop-side read waited for the open in flight"
-        second = asyncio.ensure_future(f.read_at(10, 10))
+        second = asyncio.ensure_future(read_at(f, 10, 10))
         opening.release()
         assert (await first, await second) == (b"x" * 10, b"x" * 10)
-        await f.close()
+        f.close()
 
 
 async def test_a_deferred_open_racing_a_rename_opens_the_renamed_file(tmp_path: Path) -> None:
     # Retention renames a segment to .deleted while a consumer still reads it: the read must work.
     (tmp_path / "seg.log").write_bytes(b"0123456789")
     with GatedOps() as ops:
-        f = await fileio.in_thread(SegmentFile.open_in_thread, tmp_path / "seg.log", create=False,
+        f = SegmentFile.open(tmp_path / "seg.log", create=False,
                                    ops=ops, defer=True)
         syncing_dir = ops.gate("fsync")
-        rename = asyncio.ensure_future(f.rename(tmp_path / "seg.log.deleted"))
+        rename = asyncio.ensure_future(fileio.in_thread(f.rename, tmp_path / "seg.log.deleted"))
         await syncing_dir.reached()  # the file has its new name; the directory fsync is still running
         assert not (tmp_path / "seg.log").exists()
-        assert await f.read_at(0, 4) == b"0123"
+        assert await read_at(f, 0, 4) == b"0123"
         syncing_dir.release()
         await rename
-        assert f.path.name == "seg.log.deleted" and await f.read_at(4, 2) == b"45"
-        await f.close()
+        assert f.path.name == "seg.log.deleted" and await read_at(f, 4, 2) == b"45"
+        f.close()

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from seghelpers import append_file
 
 from seglog.segments import fileio
 from seglog.segments.faults import FailingOps, GatedOps, Signal
@@ -16,9 +17,9 @@ from seglog.segments.fileio import SegmentFile
 
 async def test_a_held_call_waits_at_its_gate_until_released(tmp_path: Path) -> None:
     with GatedOps() as ops:
-        f = await SegmentFile.open(tmp_path / "a.log", create=True, ops=ops)
+        f = SegmentFile.open(tmp_path / "a.log", create=True, ops=ops)
         writing = ops.gate("pwritev")
-        append = asyncio.ensure_future(f.append([b"abc"]))
+        append = asyncio.ensure_future(append_file(f, [b"abc"]))
         await writing.reached()
         assert writing.thread is not None and writing.thread is not threading.current_thread()
         assert not writing.left.is_set() and (tmp_path / "a.log").read_bytes() == b""
@@ -26,53 +27,53 @@ async def test_a_held_call_waits_at_its_gate_until_released(tmp_path: Path) -> N
         assert await append == 0
         await writing.passed()
         assert (tmp_path / "a.log").read_bytes() == b"abc"
-        await f.append([b"def"])  # a gate takes one call: the next passes
-        await f.close()
+        await append_file(f, [b"def"])  # a gate takes one call: the next passes
+        f.close()
 
 
 async def test_a_gate_no_call_reaches_fails_instead_of_passing(tmp_path: Path) -> None:
     ops = GatedOps()
     never = ops.gate("fdatasync", path_contains="nothing-has-this-name")
-    f = await SegmentFile.open(tmp_path / "a.log", create=True, ops=ops)
-    await f.append([b"x"], fsync=True)
+    f = SegmentFile.open(tmp_path / "a.log", create=True, ops=ops)
+    await append_file(f, [b"x"], fsync=True)
     with pytest.raises(TimeoutError, match="fdatasync on a path containing 'nothing-has-this-name'"):
         await never.reached(within_s=0.01)
     with pytest.raises(TimeoutError):
         never.wait_reached(within_s=0.01)
-    await f.close()
+    f.close()
 
 
 async def test_gates_match_by_path_and_skip_the_first_calls_asked(tmp_path: Path) -> None:
     with GatedOps() as ops:
         second_b = ops.gate("open", path_contains="b.log", after=1)
         renamed = ops.gate("replace", path_contains="renamed", hold=False)
-        first = await SegmentFile.open(tmp_path / "b.log", create=True, ops=ops)
+        first = SegmentFile.open(tmp_path / "b.log", create=True, ops=ops)
         assert not second_b.entered.is_set()
-        other = await SegmentFile.open(tmp_path / "c.log", create=True, ops=ops)
-        opening = asyncio.ensure_future(SegmentFile.open(tmp_path / "b.log", create=False, ops=ops))
+        other = SegmentFile.open(tmp_path / "c.log", create=True, ops=ops)
+        opening = asyncio.ensure_future(fileio.in_thread(SegmentFile.open, tmp_path / "b.log", create=False, ops=ops))
         await second_b.reached()
         second_b.release()
         again = await opening
-        await other.rename(tmp_path / "renamed.log")  # matched on the destination
+        other.rename(tmp_path / "renamed.log")  # matched on the destination
         await renamed.passed()
         for f in (first, other, again):
-            await f.close()
+            f.close()
 
 
 async def test_on_enter_runs_in_the_calling_thread_and_the_exit_releases_every_gate(tmp_path: Path) -> None:
     seen: list[threading.Thread] = []
     failing = FailingOps()
     with GatedOps(failing) as ops:
-        f = await SegmentFile.open(tmp_path / "a.log", create=True, ops=ops)
+        f = SegmentFile.open(tmp_path / "a.log", create=True, ops=ops)
         ops.gate("fdatasync", hold=False, on_enter=lambda: seen.append(threading.current_thread()))
-        await f.fsync()
+        await fileio.in_thread(f.fsync)
         assert len(seen) == 1 and seen[0] is not threading.current_thread()
         assert failing.calls["fdatasync"] == 1  # the wrapped FileOps made the call
         held = ops.gate("ftruncate")
-    truncating = asyncio.ensure_future(f.truncate(0))  # released on exit: goes straight through
+    truncating = asyncio.ensure_future(fileio.in_thread(f.truncate, 0))  # released on exit: goes straight through
     await truncating
     assert held.entered.is_set()
-    await f.close()
+    f.close()
 
 
 async def test_a_signal_wakes_threads_and_the_loop() -> None:
@@ -87,7 +88,7 @@ async def test_a_signal_wakes_threads_and_the_loop() -> None:
 async def test_use_ops_installs_a_gate_for_files_opened_inside(tmp_path: Path) -> None:
     with GatedOps() as ops, fileio.use_ops(ops):
         gate = ops.gate("fsync")  # the directory fsync of a created file
-        opening = asyncio.ensure_future(SegmentFile.open(tmp_path / "a.log", create=True))
+        opening = asyncio.ensure_future(fileio.in_thread(SegmentFile.open, tmp_path / "a.log", create=True))
         await gate.reached()
         gate.release()
-        await (await opening).close()
+        (await opening).close()

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from seghelpers import append_file
 
 import seglog.segments.batch as batch_module
 from seglog.indexes.errors import StorageError
@@ -135,40 +136,40 @@ class Recorded:
 
 
 async def test_a_late_buffer_is_made_in_the_write_thread(tmp_path: Path) -> None:
-    f = await SegmentFile.open(tmp_path / "a.log", create=True)
+    f = SegmentFile.open(tmp_path / "a.log", create=True)
     late = Recorded(b"late")
-    assert await f.append([b"head:", late, b":tail"]) == 0
+    assert await append_file(f, [b"head:", late, b":tail"]) == 0
     assert late.thread is not None and late.thread is not threading.current_thread()
     assert (tmp_path / "a.log").read_bytes() == b"head:late:tail" and f.size == 14
-    await f.close()
+    f.close()
 
 
 @pytest.mark.parametrize(("late", "error"), [(Exploding(), MemoryError), (Lying(), RuntimeError)])
 async def test_a_late_buffer_that_cannot_be_made_writes_nothing(tmp_path: Path, late: Any, error: type) -> None:
-    f = await SegmentFile.open(tmp_path / "a.log", create=True)
-    await f.append([b"kept"])
+    f = SegmentFile.open(tmp_path / "a.log", create=True)
+    await append_file(f, [b"kept"])
     with pytest.raises(error):
-        await f.append([b"first-part", late])  # the plain part before it is not written either
+        await append_file(f, [b"first-part", late])  # the plain part before it is not written either
     assert f.size == 4 and (tmp_path / "a.log").read_bytes() == b"kept"
-    await f.append([b"+next"])
+    await append_file(f, [b"+next"])
     assert (tmp_path / "a.log").read_bytes() == b"kept+next"
-    await f.close()
+    f.close()
 
 
 @needs_c
 async def test_a_planned_body_that_fails_to_write_leaves_the_file_as_it_was(tmp_path: Path) -> None:
     ops = FailingOps()
-    f = await SegmentFile.open(tmp_path / "a.log", create=True, ops=ops)
-    await f.append([b"kept"])
+    f = SegmentFile.open(tmp_path / "a.log", create=True, ops=ops)
+    await append_file(f, [b"kept"])
     planned = plan_batch_parts(0, [Record(b"x" * 5000)] * 100, timestamp_type=TimestampType.CREATE_TIME, now_ms=1)
     assert planned is not None
     head, body = planned
     ops.fail("pwritev", errno.ENOSPC, partial_bytes=1000)
     with pytest.raises(StorageError, match="No space left"):
-        await f.append([head, body])
+        await append_file(f, [head, body])
     assert f.size == 4 and (tmp_path / "a.log").read_bytes() == b"kept"
     assert isinstance(body, LateBody) and len(body.materialize()) == len(body)  # made once, kept for a retry
-    await f.close()
+    f.close()
 
 
 @needs_c
@@ -192,10 +193,10 @@ async def test_other_bytes_like_buffers_are_written_as_they_are(tmp_path: Path) 
     class Chunk(bytes):
         pass
 
-    f = await SegmentFile.open(tmp_path / "a.log", create=True)
-    assert await f.append([Chunk(b"sub"), array.array("b", b"arr"), b"!"]) == 0
+    f = SegmentFile.open(tmp_path / "a.log", create=True)
+    assert await append_file(f, [Chunk(b"sub"), array.array("b", b"arr"), b"!"]) == 0
     assert (tmp_path / "a.log").read_bytes() == b"subarr!"
-    await f.close()
+    f.close()
 
 
 @needs_c
