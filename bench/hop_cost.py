@@ -40,14 +40,14 @@ async def appends(batches: int) -> tuple[float, float, float]:
     ]
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        seg = await LogSegment.open(directory, 0, max_index_size=10 << 20, index_interval_bytes=4096,
+        seg = LogSegment.open(directory, 0, max_index_size=10 << 20, index_interval_bytes=4096,
                                     roll_jitter_ms=0, now_ms=0)
         wall, cpu = time.perf_counter(), time.thread_time()
         for batch in encoded:
             await seg.append([batch])
         append_wall = (time.perf_counter() - wall) / batches * 1e6
         append_cpu = (time.thread_time() - cpu) / batches * 1e6
-        await seg.close()
+        seg.close()
         fd = os.open(directory / "raw", os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             wall = time.perf_counter()

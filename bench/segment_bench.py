@@ -127,7 +127,7 @@ class Bench:
             os.close(fd)
 
     async def open_segment(self, directory: Path, *, exists: bool = False) -> LogSegment:
-        return await LogSegment.open(
+        return LogSegment.open(
             directory, 0, max_index_size=10 * 1024 * 1024, index_interval_bytes=4096, roll_jitter_ms=0,
             now_ms=0, file_already_exists=exists,
         )
@@ -164,7 +164,7 @@ class Bench:
             name = "append+pipe" if pipelined else "append" if group == 1 else f"append x{group}"
             self.note(name, time.perf_counter() - t, self.batches * size)
         finally:
-            await seg.close()
+            seg.close()
 
     # ---- sequential read --------------------------------------------------------------------
 
@@ -194,7 +194,7 @@ class Bench:
                 offset = records[-1].offset + 1
             self.note("read", time.perf_counter() - t, count)
         finally:
-            await seg.close()
+            seg.close()
 
     # ---- recovery ---------------------------------------------------------------------------
 
@@ -218,7 +218,7 @@ class Bench:
             self.note("recovery", time.perf_counter() - t, self.batches * self.batch_size)
             assert truncated == 0
         finally:
-            await seg.close()
+            seg.close()
 
     # ---- driver -----------------------------------------------------------------------------
 

@@ -110,13 +110,14 @@ def start_following_in_thread(segment: LogSegment, config: LogConfig) -> None:
 def _open_followed_in_thread(directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
     # A segment that appeared (a roll) or must be validated again: followed from its start, its
     # index files (written by the writer as it goes) never read.
-    segment = LogSegment.open_existing_in_thread(
+    segment = LogSegment.open(
         directory,
         base_offset,
         max_index_size=config.segment_index_bytes,
         index_interval_bytes=config.index_interval_bytes,
         roll_jitter_ms=0,
         now_ms=now_ms,
+        file_already_exists=True,
         writable=False,
         index_files_existed=(False, False),
         read_first_batch=False,
@@ -124,7 +125,7 @@ def _open_followed_in_thread(directory: Path, base_offset: int, config: LogConfi
     try:
         segment.begin_follow_in_thread(trust_indexes=False)
     except BaseException:
-        segment.close_handlers_in_thread()
+        segment.close_handlers()
         raise
     return segment
 
@@ -191,7 +192,7 @@ def _look_at_partition(
                 fresh.apply_follow(scan)
                 look.more = look.more or scan.more
     except BaseException:
-        _close_in_thread(look.opened)
+        _release(look.opened)
         raise
     return look
 
@@ -212,10 +213,10 @@ def _list_log_dir(path: Path, known_topics: set[str]) -> _fs.LogDirListing:
     return listing
 
 
-def _close_in_thread(segments: Sequence[LogSegment]) -> None:
+def _release(segments: Sequence[LogSegment]) -> None:
     for segment in segments:
         with contextlib.suppress(Exception):
-            segment.close_handlers_in_thread()
+            segment.close_handlers()
 
 
 class _Notifier:
@@ -502,7 +503,7 @@ class Follower:
                 # The thread goes on after a cancellation: release the segments it opened.
                 with contextlib.suppress(BaseException):
                     done = await job
-                    await in_thread(_close_in_thread, [s for x in done if isinstance(x, _PartitionLook)
+                    await in_thread(_release, [s for x in done if isinstance(x, _PartitionLook)
                                                        for s in x.opened])
                 raise
             for (key, plog), look in zip(chunk, looks, strict=True):
@@ -516,7 +517,7 @@ class Follower:
     async def _apply(self, key: tuple[str, int], plog: PartitionLog, look: _PartitionLook) -> bool:
         """Make a look at one partition visible (on the loop); returns whether more is waiting to be read."""
         if plog.closed or self._load.logs.get(key) is not plog:  # dropped or closed while the thread looked
-            await in_thread(_close_in_thread, look.opened)
+            await in_thread(_release, look.opened)
             return False
         if look.gone:
             await self._drop_partition(key)
@@ -581,7 +582,7 @@ class Follower:
             await asyncio.sleep(delay_ms / 1000)
             if segment in self._retired:
                 self._retired.discard(segment)
-                await in_thread(_close_in_thread, [segment])
+                await in_thread(_release, [segment])
 
         task = asyncio.get_running_loop().create_task(later())
         self._timers.add(task)
@@ -600,4 +601,4 @@ class Follower:
         await asyncio.gather(*tasks, return_exceptions=True)
         async with self._pass_lock:  # a refresh() of a caller finishes first
             retired, self._retired = list(self._retired), set()
-            await in_thread(_close_in_thread, retired)
+            await in_thread(_release, retired)

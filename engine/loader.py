@@ -52,7 +52,7 @@ from seglog.engine.errors import (
     CorruptRecordError,
     UnknownTopicOrPartitionError,
 )
-from seglog.engine.log import LoadedLog, LogOwner, PartitionLog, Unopened, new_segment
+from seglog.engine.log import LoadedLog, LogOwner, PartitionLog, Unopened, close_segments, new_segment
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
 from seglog.engine.offline.segment_scan import scan_segment
 from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots
@@ -583,13 +583,14 @@ def open_partition_files_sync(
     try:
         for i, entry in enumerate(listed):
             opened.append(
-                LogSegment.open_existing_in_thread(
+                LogSegment.open(
                     directory,
                     entry.base_offset,
                     max_index_size=config.segment_index_bytes,
                     index_interval_bytes=config.index_interval_bytes,
                     roll_jitter_ms=config.random_segment_jitter(),
                     now_ms=now_ms,
+                    file_already_exists=True,
                     writable=writable,
                     index_files_existed=(entry.has_offset_index, entry.has_time_index),
                     read_first_batch=i == len(listed) - 1,  # only the active segment rolls
@@ -641,7 +642,7 @@ def close_opened(results: Sequence[OpenedFiles | list[LogSegment] | BaseExceptio
         if isinstance(segments, list):
             for segment in segments:
                 with contextlib.suppress(Exception):
-                    segment.close_handlers_in_thread()
+                    segment.close_handlers()
 
 
 async def open_files_in_chunk(
@@ -766,9 +767,8 @@ async def load_partition(
                           txn_index_from=min(scanned, default=None)),
                 recovery)
     except BaseException:
-        for segment in segments.values():
-            with contextlib.suppress(Exception):
-                await segment.close()
+        with contextlib.suppress(Exception):
+            await close_segments(segments.values())
         raise
 
 
@@ -891,7 +891,7 @@ async def _walk(
                 try:
                     await segment.change_file_suffixes("", stray)
                 finally:
-                    await segment.close()
+                    await close_segments([segment])
             else:
                 log.warning("%s: deleting segment %d: %s", directory, done.base_offset, done.reason)
                 await segment.delete()
@@ -912,7 +912,7 @@ async def _walk(
         # A recovered sealed segment holds three descriptors (its .log, and the one Python's mmap
         # keeps per mapped index): 10,000 of them exhausted a 20,000 ulimit. Close it, and open it
         # again as a clean open opens a sealed segment (nothing mapped, the .log opened by its first read).
-        await segment.close()
+        await close_segments([segment])
         fresh = await _reopen_sealed(directory, config, segment.base_offset, now_ms)
         fresh.recovered_markers = segment.recovered_markers  # its .txnindex was emptied all the same
         segments.add(fresh)
@@ -937,13 +937,14 @@ def _next_offset_or_none_sync(segment: LogSegment) -> int | None:
 
 async def _reopen_sealed(directory: Path, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
     return await in_thread(
-        LogSegment.open_existing_in_thread,
+        LogSegment.open,
         directory,
         base_offset,
         max_index_size=config.segment_index_bytes,
         index_interval_bytes=config.index_interval_bytes,
         roll_jitter_ms=config.random_segment_jitter(),
         now_ms=now_ms,
+        file_already_exists=True,
         index_files_existed=(True, True),
         read_first_batch=False,
         defer_open=True,

@@ -67,7 +67,7 @@ from seglog.segments.fileio import (
     run_to_completion,
     submit,
 )
-from seglog.segments.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix
+from seglog.segments.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from seglog.segments.reader import BatchReader, LocatedBatch
 from seglog.segments.records import Record
 
@@ -453,7 +453,7 @@ class LogSegment:
         self._index_lie: str | None = None
         self._rebuilt_at_use = False
         self._load_lock = threading.Lock()  # first index load and check: one executor thread at a time
-        self._released = False  # the files were closed (once), see close_in_thread
+        self._released = False  # the files were closed (once), see close
         self._closed = False
         self._followed: _Followed | None = None  # set by begin_follow_in_thread (a follower's segment)
 
@@ -480,7 +480,7 @@ class LogSegment:
     # ------------------------------------------------------------------------------ lifecycle
 
     @classmethod
-    async def open(
+    def open(
         cls,
         directory: Path | str,
         base_offset: int,
@@ -494,76 +494,48 @@ class LogSegment:
         suffix: str = "",
         writable: bool = True,
         ops: FileOps | None = None,
+        index_files_existed: tuple[bool, bool] | None = None,
+        read_first_batch: bool = True,
+        defer_open: bool = False,
     ) -> LogSegment:
-        """Open the segment with ``base_offset`` in ``directory``, creating its ``.log`` unless it exists.
+        """Open the segment with ``base_offset`` in ``directory``, creating its ``.log`` unless it exists; blocking.
 
         Index files are not opened (nor created) until first needed. A new
         ``.log`` is preallocated to ``preallocate_bytes`` when that is positive.
         ``now_ms`` is the segment's creation time for time-based rolling.
 
-        Raises:
-            StorageError: the ``.log`` cannot be opened or created.
-        """
-        if file_already_exists:
-            return await in_thread(
-                cls.open_existing_in_thread, directory, base_offset, max_index_size=max_index_size,
-                index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms, now_ms=now_ms,
-                suffix=suffix, writable=writable, ops=ops,
-            )
-        directory = Path(directory)
-        log = await in_thread(
-            SegmentFile.open,
-            directory / f"{filename_prefix(base_offset)}{LOG_SUFFIX}{suffix}",
-            create=True,
-            writable=writable,
-            preallocate_bytes=preallocate_bytes,
-            ops=ops,
-        )
-        return cls(
-            log=log,
-            directory=directory,
-            base_offset=base_offset,
-            suffix=suffix,
-            max_index_size=max_index_size,
-            index_interval_bytes=index_interval_bytes,
-            roll_jitter_ms=roll_jitter_ms,
-            now_ms=now_ms,
-            writable=writable,
-            first_batch=None,
-            index_files_existed=(False, False),
-        )
-
-    @classmethod
-    def open_existing_in_thread(
-        cls,
-        directory: Path | str,
-        base_offset: int,
-        *,
-        max_index_size: int,
-        index_interval_bytes: int,
-        roll_jitter_ms: int,
-        now_ms: int,
-        suffix: str = "",
-        writable: bool = True,
-        ops: FileOps | None = None,
-        index_files_existed: tuple[bool, bool] | None = None,
-        read_first_batch: bool = True,
-        defer_open: bool = False,
-    ) -> LogSegment:
-        """Open an existing segment, blocking: for a caller already in an executor thread.
-
-        The engine opens all segments of up to ``LOAD_CHUNK`` partitions in one
-        executor hop with this (one hop per segment would make opening 10,000
-        segments cost ~1 s of hops alone). Reads the first batch header (for time-based
-        rolling) and notes which index files exist; maps nothing. With
-        ``defer_open`` (sealed segments) the ``.log`` is only ``stat``-ed and its
-        descriptor opened by the first read (see ``SegmentFile.open``).
+        An existing segment (``file_already_exists``): reads the first batch
+        header (for time-based rolling; not with ``read_first_batch=False``)
+        and notes which index files exist (unless ``index_files_existed`` says
+        it); maps nothing. With ``defer_open`` (sealed segments) the ``.log``
+        is only ``stat``-ed and its descriptor opened by the first read (see
+        ``SegmentFile.open``). The engine opens all segments of up to
+        ``LOAD_CHUNK`` partitions in one thread hop (one hop per segment would
+        make opening 10,000 segments cost ~1 s of hops alone).
 
         Raises:
-            StorageError: the ``.log`` cannot be opened (with ``defer_open``: is not a regular file).
+            StorageError: the ``.log`` cannot be opened or created (with ``defer_open``: is not a regular file).
         """
         directory = directory if isinstance(directory, Path) else Path(directory)  # Path(a Path) re-parses it
         prefix = f"{directory}{os.sep}{base_offset:020d}"
+        if not file_already_exists:
+            created = SegmentFile.open(
+                f"{prefix}{LOG_SUFFIX}{suffix}", create=True, writable=writable, preallocate_bytes=preallocate_bytes,
+                ops=ops,
+            )
+            return cls(
+                log=created,
+                directory=directory,
+                base_offset=base_offset,
+                suffix=suffix,
+                max_index_size=max_index_size,
+                index_interval_bytes=index_interval_bytes,
+                roll_jitter_ms=roll_jitter_ms,
+                now_ms=now_ms,
+                writable=writable,
+                first_batch=None,
+                index_files_existed=(False, False),
+            )
         log = SegmentFile.open(
             f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops, defer=defer_open
         )
@@ -607,27 +579,14 @@ class LogSegment:
         # Transient: a sealed segment's deferred descriptor stays unopened (as a clean open leaves it).
         return self._log.read(partial(_probe_first_header, self._log.size), transient=True)
 
-    async def __aenter__(self) -> LogSegment:
+    def __enter__(self) -> LogSegment:
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Write the final time-index entry, trim and close the indexes, trim and close the ``.log``.
-
-        Idempotent; completes even if the caller is cancelled.
-
-        Raises:
-            StorageError: trimming or closing a file failed (every file is released anyway).
-        """
-        if self._closed:
-            return
-        self.begin_close()
-        await run_to_completion(in_thread(self.close_in_thread))
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def begin_close(self) -> None:
-        """Refuse new operations from now on; call on the event loop before :meth:`close_in_thread`.
+        """Refuse new operations from now on; call on the event loop before :meth:`close` runs in a thread.
 
         Reads run on the loop without a thread hop when the bytes are cached;
         marking the segment closed on the loop first keeps them from starting
@@ -636,8 +595,15 @@ class LogSegment:
         self._closed = True
         self._log.begin_close()
 
-    def close_in_thread(self) -> None:
-        """The blocking form of :meth:`close` (one hop closes every segment of a partition)."""
+    def close(self) -> None:
+        """Write the final time-index entry, trim and close the indexes, trim and close the ``.log``; blocking.
+
+        Idempotent (the files are released once). The engine closes every
+        segment of a partition in one thread hop.
+
+        Raises:
+            StorageError: trimming or closing a file failed (every file is released anyway).
+        """
         with self._load_lock:
             if self._released:
                 return
@@ -685,18 +651,17 @@ class LogSegment:
         if no_space is not None:
             raise no_space
 
-    def close_handlers_in_thread(self) -> None:
+    def close_handlers(self) -> None:
         """Release the files without writing or trimming anything (Kafka's ``closeHandlers``); blocking.
 
-        For a caller in an executor thread that opened segments and must give
-        them up after a failure.
+        For a caller that opened segments and must give them up after a failure.
         """
         with self._load_lock:
             if self._released:
                 return
             self._released = True
         self._closed = True
-        built = self.__dict__  # as in close_in_thread: unbuilt index objects hold nothing
+        built = self.__dict__  # as in close: unbuilt index objects hold nothing
         try:
             if "_offset_index" in built:
                 self._offset_index.close_handler()

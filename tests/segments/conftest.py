@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from seghelpers import SegmentFactory
 
+from seglog.segments.fileio import in_thread
 from seglog.segments.segment import LogSegment
 
 
@@ -27,7 +28,8 @@ async def make_segment(tmp_path: Path) -> AsyncIterator[SegmentFactory]:
         now_ms: int = 0,
         **kwargs: Any,
     ) -> LogSegment:
-        seg = await LogSegment.open(
+        seg = await in_thread(
+            LogSegment.open,
             directory or tmp_path,
             base_offset,
             max_index_size=max_index_size,
@@ -41,4 +43,4 @@ async def make_segment(tmp_path: Path) -> AsyncIterator[SegmentFactory]:
 
     yield make
     for seg in opened:
-        await seg.close()
+        seg.close()

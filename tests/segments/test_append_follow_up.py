@@ -21,6 +21,7 @@ from seglog.indexes import OffsetIndex
 from seglog.indexes.abstract import AbstractIndex
 from seglog.indexes.errors import ClosedError
 from seglog.indexes.fileops import Buffer, FileOps
+from seglog.segments.fileio import in_thread
 from seglog.segments.segment import LogSegment
 
 
@@ -164,7 +165,7 @@ async def test_a_base_exception_in_the_follow_up_work_does_not_fail_a_written_ap
     # back on that path), so a "failed" append came back after a reopen. The follow-up is best
     # effort: the append succeeds and is accounted for.
     async def open_segment(existing: bool) -> LogSegment:
-        return await LogSegment.open(
+        return LogSegment.open(
             tmp_path, 0, max_index_size=1000, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0,
             file_already_exists=existing,
         )
@@ -183,14 +184,14 @@ async def test_a_base_exception_in_the_follow_up_work_does_not_fail_a_written_ap
         assert segment.size > size
         size = segment.size
     finally:
-        await segment.close()
+        segment.close()
     monkeypatch.undo()
     reopened = await open_segment(True)
     try:
         assert reopened.size == size
         assert await reopened.read_next_offset() == 3
     finally:
-        await reopened.close()
+        reopened.close()
 
 
 async def test_an_engine_append_whose_follow_up_work_fails_is_acknowledged_and_kept(
@@ -223,14 +224,14 @@ async def test_an_engine_append_whose_follow_up_work_fails_is_acknowledged_and_k
 async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # LogSegment.close() while an append is in flight: close_in_thread trims both indexes while the
+    # LogSegment.close() while an append is in flight: the close trims both indexes while the
     # append's follow-up (prepare_ahead) is about to pwrite. It used to pwrite from a pre-trim
     # snapshot outside the lock: the closed .index grew back to 64 KiB, and reopened, its zero tail
     # was taken for 8,192 entries. Now the pwrite holds the index lock, so the trim comes after it.
     import asyncio
 
     gated = _GatedOps()
-    segment = await LogSegment.open(
+    segment = LogSegment.open(
         tmp_path, 0, max_index_size=1 << 20, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0, ops=gated
     )
     try:
@@ -244,8 +245,8 @@ async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
         gated.armed = True
         append = asyncio.ensure_future(segment.append([batch(offset, "e")]))
         assert await asyncio.to_thread(gated.entered.wait, 60)  # the offset index's prepare is at its pwrite
-        closing = asyncio.ensure_future(segment.close())
-        # close_in_thread waits for the offset index's lock (the trim comes after the pwrite), or
+        closing = asyncio.ensure_future(in_thread(segment.close))
+        # the close waits for the offset index's lock (the trim comes after the pwrite), or
         # (no lock around the pwrite) trims and closes the indexes meanwhile.
         offset_index = segment._offset_index.get()
         assert await asyncio.to_thread(wait_until, lambda: lock.contended.is_set() or offset_index.closed, 60)
@@ -255,7 +256,7 @@ async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
         await closing
     finally:
         gated.go.set()
-        await segment.close()
+        segment.close()
     index_path = tmp_path / "00000000000000000000.index"
     assert index_path.stat().st_size % 8 == 0
     entries = OffsetIndex(index_path, 0)

@@ -23,7 +23,7 @@ class FailSyncOnce(FileOps):
 
 async def test_a_failed_append_on_a_preallocated_log_is_not_recovered_after_a_crash(tmp_path):
     ops = FailSyncOnce()
-    seg = await LogSegment.open(tmp_path, 0, preallocate_bytes=1 << 20, ops=ops, **KW)
+    seg = LogSegment.open(tmp_path, 0, preallocate_bytes=1 << 20, ops=ops, **KW)
     await seg.append([batch(0, "x")])
     ops.armed = True
     with pytest.raises(StorageError):
@@ -33,12 +33,12 @@ async def test_a_failed_append_on_a_preallocated_log_is_not_recovered_after_a_cr
     await seg.append([batch(1, "retry-01")], fsync=True)
     assert await seg.read_next_offset() == 2
     # crash: nothing trimmed
-    seg.close_handlers_in_thread()
-    seg2 = await LogSegment.open(tmp_path, 0, file_already_exists=True, ops=ops, **KW)
+    seg.close_handlers()
+    seg2 = LogSegment.open(tmp_path, 0, file_already_exists=True, ops=ops, **KW)
     try:
         await seg2.recover(max_batch_bytes=1 << 20)
         values = [r.value for r in (await seg2.read(0, 1 << 20)).records()]
         assert b"FAILED-2" not in values, values
         assert await seg2.read_next_offset() == 2
     finally:
-        await seg2.close()
+        seg2.close()

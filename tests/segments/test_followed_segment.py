@@ -20,7 +20,7 @@ MAX_BATCH = 1 << 20
 
 async def _followed(path: Path) -> LogSegment:
     segment = await in_thread(
-        LogSegment.open_existing_in_thread, path, 0, writable=False, index_files_existed=(False, False), **KW
+        LogSegment.open, path, 0, file_already_exists=True, writable=False, index_files_existed=(False, False), **KW
     )
     await in_thread(segment.begin_follow_in_thread, trust_indexes=False)
     return segment
@@ -51,7 +51,7 @@ async def test_the_view_ends_at_the_last_complete_crc_valid_batch_and_grows_with
         assert got is not None and [r.value for r in got.records()] == [b"c"]
         assert log.stat().st_size == len(first) + 30 + 4000  # nothing was cut or written
     finally:
-        await segment.close()
+        segment.close()
 
 
 async def test_a_file_cut_below_the_view_or_a_validated_batch_overwritten_asks_for_a_restart(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ async def test_a_file_cut_below_the_view_or_a_validated_batch_overwritten_asks_f
         assert await _follow(segment)  # as long as the view, but the last validated batch is another one
         assert segment.size == len(first) + len(second)  # a restart applies nothing
     finally:
-        await segment.close()
+        segment.close()
 
 
 async def test_reads_deep_in_a_followed_segment_start_from_the_followers_own_entries(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ async def test_reads_deep_in_a_followed_segment_start_from_the_followers_own_ent
         assert found is not None and (found.offset, found.timestamp) == (250, 1250)
         assert (await segment.read_max_timestamp_and_offset_so_far()) == (1299, 299)
     finally:
-        await segment.close()
+        segment.close()
 
 
 async def test_a_scan_stops_at_its_byte_limit_and_says_there_is_more(tmp_path: Path) -> None:
@@ -108,15 +108,15 @@ async def test_a_scan_stops_at_its_byte_limit_and_says_there_is_more(tmp_path: P
         scan = await in_thread(segment.follow_in_thread, MAX_BATCH, 200)
         assert scan.next_offset == 21 and not scan.more
     finally:
-        await segment.close()
+        segment.close()
 
 
 async def test_only_a_read_only_segment_is_followed(tmp_path: Path) -> None:
-    segment = await LogSegment.open(tmp_path, 0, **KW)  # type: ignore[arg-type]
+    segment = LogSegment.open(tmp_path, 0, **KW)  # type: ignore[arg-type]
     try:
         with pytest.raises(ValueError, match="read-only"):
             await in_thread(segment.begin_follow_in_thread, trust_indexes=False)
         with pytest.raises(ValueError, match="follower"):
             segment._log.follow_size(0)
     finally:
-        await segment.close()
+        segment.close()

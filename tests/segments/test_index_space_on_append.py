@@ -66,10 +66,10 @@ async def test_a_close_without_space_for_the_final_time_entry_says_so_after_rele
     await segment.append([batch(0, "only", ts=1234)])
     no_space.full = True
     with pytest.raises(StorageError, match="ENOSPC"):
-        await segment.close()
+        segment.close()
     assert no_space.refused
     assert segment.closed
-    await segment.close()  # idempotent: everything was released the first time
+    segment.close()  # idempotent: everything was released the first time
 
 
 async def test_recovery_does_not_allocate_the_crash_left_indexes_it_rebuilds(tmp_path: Path) -> None:
@@ -78,7 +78,7 @@ async def test_recovery_does_not_allocate_the_crash_left_indexes_it_rebuilds(tmp
     no_space = _NoSpace(allowed=PREPARE_AHEAD_BYTES)
 
     async def open_segment(existing: bool) -> LogSegment:
-        return await LogSegment.open(
+        return LogSegment.open(
             tmp_path, 0, max_index_size=1 << 20, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0,
             file_already_exists=existing, ops=no_space,
         )
@@ -86,7 +86,7 @@ async def test_recovery_does_not_allocate_the_crash_left_indexes_it_rebuilds(tmp
     segment = await open_segment(False)
     for offset in range(20):
         await segment.append([batch(offset, f"v{offset}", ts=1000 + offset)])
-    segment.close_handlers_in_thread()  # as a crash leaves it: nothing trimmed
+    segment.close_handlers()  # as a crash leaves it: nothing trimmed
     assert segment.offset_index_path.stat().st_size == 1 << 20
     no_space.full = True
     reopened = await open_segment(True)
@@ -98,4 +98,4 @@ async def test_recovery_does_not_allocate_the_crash_left_indexes_it_rebuilds(tmp
         found = await reopened.find_offset_by_timestamp(1013)
         assert found is not None and found.offset == 13
     finally:
-        await reopened.close()
+        reopened.close()

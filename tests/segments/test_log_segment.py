@@ -133,7 +133,7 @@ async def test_ls7_truncate_loop(make_segment: SegmentFactory) -> None:
 async def test_ls8_truncate_reopened_empty_segment(make_segment: SegmentFactory, tmp_path: Path) -> None:
     seg = await make_segment(0, now_ms=0)
     await seg.sanity_check()  # loads (creates) both indexes
-    await seg.close()
+    seg.close()
     assert (tmp_path / "00000000000000000000.index").stat().st_size == 0  # trimmed on close
     seg = await make_segment(0, now_ms=1000, file_already_exists=True)
     params = RollParams(300_000, INT_MAX, -1, 100, 1024, 1500)
@@ -218,7 +218,7 @@ async def test_next_offset_of_a_reopened_segment_is_read_from_the_log(
     seg = await make_segment(0, index_interval_bytes=0)
     for i in range(0, 30, 3):
         await seg.append([batch(i, "a", "b", "c")])
-    await seg.close()
+    seg.close()
     seg = await make_segment(0, file_already_exists=True)
     assert await seg.read_next_offset() == 30
 
@@ -244,7 +244,7 @@ async def test_ls14_recovery_fixes_corrupt_offset_index(make_segment: SegmentFac
     for i in range(100):
         await seg.append([batch(i, "x")])
     entries_before = (await seg._indexes())[0].entries
-    await seg.close()
+    seg.close()
     index = tmp_path / "00000000000000000000.index"
     data = bytearray(index.read_bytes())
     data[5:] = bytes((i * 131 + 7) % 256 for i in range(len(data) - 5))
@@ -261,7 +261,7 @@ async def test_ls17_recovery_fixes_corrupt_time_index(make_segment: SegmentFacto
     seg = await make_segment(0, index_interval_bytes=10)
     for i in range(100):
         await seg.append([batch(i, "x")])
-    await seg.close()
+    seg.close()
     index = tmp_path / "00000000000000000000.timeindex"
     data = bytearray(index.read_bytes())
     data[5:] = bytes((i * 97 + 3) % 256 for i in range(len(data) - 5))
@@ -286,7 +286,7 @@ async def test_ls18_recovery_with_corrupt_log(make_segment: SegmentFactory, tmp_
     for i in range(20):
         positions.append(seg.size)
         await seg.append([batch(i, f"record-{i}")])
-    await seg.close()
+    seg.close()
     k = rng.randrange(20)
     log = tmp_path / "00000000000000000000.log"
     data = bytearray(log.read_bytes())
@@ -310,7 +310,7 @@ async def test_ls19_ls20_preallocated_segment(make_segment: SegmentFactory, tmp_
     log = tmp_path / "00000000000000000050.log"
     assert log.stat().st_size == prealloc
     size = seg.size
-    await seg.close()
+    seg.close()
     assert log.stat().st_size == size
     seg = await make_segment(50, file_already_exists=True, preallocate_bytes=prealloc)
     assert seg.size == size == log.stat().st_size
@@ -347,12 +347,12 @@ async def test_ls23_first_batch_timestamp(make_segment: SegmentFactory) -> None:
     assert seg.first_batch_timestamp == FIRST_BATCH_TIMESTAMP_UNKNOWN == 2**63 - 1
     await seg.append([batch(1, "x", ts=1000)])
     assert seg.first_batch_timestamp == 1000
-    await seg.close()
-    reopened = await LogSegment.open(
+    seg.close()
+    reopened = LogSegment.open(
         seg.log_path.parent, 1, max_index_size=1000, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0,
         file_already_exists=True,
     )
-    async with reopened:
+    with reopened:
         assert reopened.first_batch_timestamp == 1000
 
 
@@ -442,7 +442,7 @@ async def test_reopened_segment_is_full_until_its_indexes_are_resized(make_segme
     seg = await make_segment(0, index_interval_bytes=0)
     for i in range(5):
         await seg.append([batch(i, "x")])
-    await seg.close()
+    seg.close()
     seg = await make_segment(0, index_interval_bytes=0, file_already_exists=True)
     params = RollParams(10**9, INT_MAX, 0, 5, 10, 0)
     assert seg.should_roll(params)
@@ -470,8 +470,8 @@ async def test_on_become_inactive_trims_and_writes_the_last_time_entry(
 async def test_close_writes_the_final_time_index_entry(make_segment: SegmentFactory, tmp_path: Path) -> None:
     seg = await make_segment(0, index_interval_bytes=1 << 20)
     await seg.append([batch(0, "a", ts=100), batch(1, "b", ts=50)])
-    await seg.close()
-    await seg.close()
+    seg.close()
+    seg.close()
     assert (tmp_path / "00000000000000000000.timeindex").read_bytes() == (100).to_bytes(8, "big") + bytes(4)
     with pytest.raises(ClosedError, match="closed"):
         await seg.append([batch(2, "c")])
@@ -494,13 +494,13 @@ async def test_delete_removes_every_file(make_segment: SegmentFactory, tmp_path:
     ]
     await seg.delete()
     assert await fileio.list_dir(tmp_path) == []
-    await seg.close()  # idempotent after delete
+    seg.close()  # idempotent after delete
 
 
 async def test_read_only_segment(make_segment: SegmentFactory, tmp_path: Path) -> None:
     seg = await make_segment(0)
     await seg.append([batch(0, "a", "b")])
-    await seg.close()
+    seg.close()
     (tmp_path / "00000000000000000000.index").unlink(missing_ok=True)
     (tmp_path / "00000000000000000000.timeindex").unlink()
     ro = await make_segment(0, file_already_exists=True, writable=False)
@@ -534,7 +534,7 @@ async def test_enospc_leaves_the_segment_as_it_was(make_segment: SegmentFactory)
     assert await seg.read(2, 1000) is None
     await seg.append([batch(2, "c")])
     assert await values_read(seg, 0, 1000) == [(0, b"a"), (1, b"b"), (2, b"c")]
-    await seg.close()
+    seg.close()
     again = await make_segment(0, file_already_exists=True)
     assert await again.recover(max_batch_bytes=1 << 20) == 0
 
@@ -578,7 +578,7 @@ async def test_append_parts_writes_batches_split_into_header_and_body(make_segme
     with pytest.raises(ValueError, match="not a valid batch header"):
         await seg.append_parts([head, body], [read_header(head)._replace(magic=0)])
     assert seg.size == len(b"".join(parts))
-    await seg.close()
+    seg.close()
 
 
 @pytest.mark.parametrize("interval", [10, 300])
@@ -624,8 +624,8 @@ async def test_read_cached_declines_before_the_indexes_are_checked(
     for offset in range(0, 30, 3):
         await seg.append([batch(offset, "a", "b", "c")])
     assert seg.read_cached(4, 1) is not None
-    await seg.close()
-    reopened = await LogSegment.open(
+    seg.close()
+    reopened = LogSegment.open(
         tmp_path, 0, max_index_size=1000, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0,
         file_already_exists=True,
     )
@@ -636,4 +636,4 @@ async def test_read_cached_declines_before_the_indexes_are_checked(
         cached = reopened.read_cached(4, 1)
         assert cached is not None and [r.offset for r in cached.records()] == [4]
     finally:
-        await reopened.close()
+        reopened.close()

@@ -37,7 +37,7 @@ async def test_read_next_offset_during_an_append_returns_the_end_before_or_after
     loop = asyncio.get_running_loop()
     ex = DelayingExecutor(4)
     loop.set_default_executor(ex)
-    seg = await LogSegment.open(tmp_path, 0, ops=NotCached(), **KW)
+    seg = LogSegment.open(tmp_path, 0, ops=NotCached(), **KW)
     for i in range(10):
         await seg.append([batch(i, "v")])
     seg._next_offset = None       # as after open or truncate: not cached
@@ -52,4 +52,4 @@ async def test_read_next_offset_during_an_append_returns_the_end_before_or_after
         assert got in (10, 12), f"read_next_offset returned {got}"
     finally:
         hold.set()
-        await seg.close()
+        seg.close()

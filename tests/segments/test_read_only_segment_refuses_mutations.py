@@ -11,10 +11,10 @@ from seglog.segments.segment import LogSegment
 KW = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0, now_ms=0)
 
 async def _ro(tmp_path):
-    seg = await LogSegment.open(tmp_path, 0, **KW)
+    seg = LogSegment.open(tmp_path, 0, **KW)
     await seg.append([batch(0, "a")])
-    await seg.close()
-    return await LogSegment.open(tmp_path, 0, file_already_exists=True, writable=False, **KW)
+    seg.close()
+    return LogSegment.open(tmp_path, 0, file_already_exists=True, writable=False, **KW)
 
 async def test_a_read_only_segment_refuses_to_change_file_suffixes(tmp_path):
     seg = await _ro(tmp_path)
@@ -22,12 +22,12 @@ async def test_a_read_only_segment_refuses_to_change_file_suffixes(tmp_path):
         with pytest.raises(ClosedError):
             await seg.change_file_suffixes("", ".deleted")
     finally:
-        await seg.close()
+        seg.close()
     assert (tmp_path / f"{0:020d}.log").exists()
 
 async def test_a_read_only_segment_refuses_to_delete_its_files(tmp_path):
     seg = await _ro(tmp_path)
     with pytest.raises(ClosedError):
         await seg.delete()
-    await seg.close()
+    seg.close()
     assert (tmp_path / f"{0:020d}.log").exists()

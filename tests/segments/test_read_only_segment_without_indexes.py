@@ -9,13 +9,13 @@ from seglog.segments.segment import LogSegment
 KW = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0, now_ms=0)
 
 async def _make(tmp_path, remove):
-    seg = await LogSegment.open(tmp_path, 0, **KW)
+    seg = LogSegment.open(tmp_path, 0, **KW)
     for i in range(5):
         await seg.append([batch(i * 2, "a", "b")])
-    await seg.close()
+    seg.close()
     for suffix in remove:
         os.remove(tmp_path / f"{0:020d}{suffix}")
-    return await LogSegment.open(tmp_path, 0, file_already_exists=True, writable=False, **KW)
+    return LogSegment.open(tmp_path, 0, file_already_exists=True, writable=False, **KW)
 
 async def test_find_offset_by_timestamp_scans_the_log_without_index_files(tmp_path):
     seg = await _make(tmp_path, [".index", ".timeindex"])
@@ -23,7 +23,7 @@ async def test_find_offset_by_timestamp_scans_the_log_without_index_files(tmp_pa
         found = await seg.find_offset_by_timestamp(35)
         assert found is not None and found.offset == 4
     finally:
-        await seg.close()
+        seg.close()
 
 async def test_read_works_without_a_time_index_file(tmp_path):
     seg = await _make(tmp_path, [".timeindex"])
@@ -31,11 +31,11 @@ async def test_read_works_without_a_time_index_file(tmp_path):
         data = await seg.read(4, 10_000)
         assert data is not None and data.records()[0].offset == 4
     finally:
-        await seg.close()
+        seg.close()
 
 async def test_read_next_offset_in_thread_works_without_a_time_index_file(tmp_path):
     seg = await _make(tmp_path, [".timeindex"])
     try:
         assert seg.read_next_offset_in_thread() == 10
     finally:
-        await seg.close()
+        seg.close()

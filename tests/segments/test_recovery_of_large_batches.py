@@ -12,17 +12,17 @@ def big(offset, size, ts):
     return encode_batch(offset, [Record(b"z" * size, timestamp=ts)], timestamp_type=TimestampType.CREATE_TIME, now_ms=0)
 
 async def test_recovery_keeps_batches_larger_than_a_chunk_and_cuts_only_the_torn_tail(tmp_path):
-    seg = await LogSegment.open(tmp_path, 0, **KW)
+    seg = LogSegment.open(tmp_path, 0, **KW)
     sizes = [3 * MiB, 5 * MiB, 100, 9 * MiB, 4 * MiB - 200, 4 * MiB + 7, 50, 6 * MiB]
     bs = [big(i, s, 1000 + i) for i, s in enumerate(sizes)]
     for b in bs:
         await seg.append([b])
     before = [seg._offset_index.get().entry(i) for i in range(seg._offset_index.get().entries)]
     full = seg.size
-    seg.close_handlers_in_thread()
+    seg.close_handlers()
     with open(tmp_path / f"{0:020d}.log", "r+b") as f:
         f.truncate(full - 1000)  # tear the last (6 MiB) batch
-    seg = await LogSegment.open(tmp_path, 0, file_already_exists=True, **KW)
+    seg = LogSegment.open(tmp_path, 0, file_already_exists=True, **KW)
     try:
         cut = await seg.recover(max_batch_bytes=16 * MiB)
         assert cut == len(bs[-1]) - 1000
@@ -35,4 +35,4 @@ async def test_recovery_keeps_batches_larger_than_a_chunk_and_cuts_only_the_torn
             r = (await seg.read(o, 1, min_one_message=True)).records()
             assert r[0].offset == o and len(r[0].value) == sizes[o]
     finally:
-        await seg.close()
+        seg.close()

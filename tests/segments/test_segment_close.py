@@ -19,15 +19,15 @@ KW = dict(max_index_size=4096, index_interval_bytes=1 << 30, roll_jitter_ms=0, n
 
 
 async def test_begin_close_on_the_loop_refuses_reads_before_the_files_close(tmp_path: Path) -> None:
-    seg = await LogSegment.open(tmp_path, 0, **KW)  # type: ignore[arg-type]
+    seg = LogSegment.open(tmp_path, 0, **KW)  # type: ignore[arg-type]
     await seg.append([batch(0, "hello")])
     assert (await seg.read(0, 1000)) is not None
     seg.begin_close()
     with pytest.raises(ClosedError):
         await seg.read(0, 1000)
-    await in_thread(seg.close_in_thread)
-    await in_thread(seg.close_in_thread)  # once only
-    await seg.close()
+    await in_thread(seg.close)
+    await in_thread(seg.close)  # once only
+    seg.close()
 
 
 async def test_a_close_in_a_thread_waits_for_a_read_on_the_loop(tmp_path: Path) -> None:
@@ -35,10 +35,10 @@ async def test_a_close_in_a_thread_waits_for_a_read_on_the_loop(tmp_path: Path) 
     # busy), when a worker thread starts closing the segment; the read waits there until the closer
     # is waiting for it, or has (wrongly) closed the descriptor under it.
     ops = GatedOps()
-    seg = await LogSegment.open(tmp_path, 0, ops=ops, **KW)  # type: ignore[arg-type]
+    seg = LogSegment.open(tmp_path, 0, ops=ops, **KW)  # type: ignore[arg-type]
     await seg.append([batch(0, "hello")])
     await seg.read(0, 1000)  # indexes loaded: the next read's only file access is the .log pread
-    closer = threading.Thread(target=seg.close_in_thread)
+    closer = threading.Thread(target=seg.close)
     closed_during_read: list[bool] = []
 
     def close_while_reading() -> None:
@@ -59,4 +59,4 @@ async def test_a_close_in_a_thread_waits_for_a_read_on_the_loop(tmp_path: Path) 
     assert closed_during_read == [False], "the descriptor was closed while a read on the loop was using it"
     assert data is not None and bytes(data.data[:8]) == bytes(8)  # base offset 0: our own bytes
     assert close.entered.is_set() and seg.closed and seg._log.closed
-    await seg.close()
+    seg.close()

@@ -136,7 +136,7 @@ def test_reads_and_time_lookups_match_a_list_model(
     directory: Path = tmp_path_factory.mktemp("model")  # type: ignore[attr-defined]
 
     async def scenario() -> None:
-        seg = await LogSegment.open(
+        seg = LogSegment.open(
             directory, 10, max_index_size=4096, index_interval_bytes=interval, roll_jitter_ms=0, now_ms=0
         )
         try:

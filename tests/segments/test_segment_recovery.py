@@ -41,7 +41,7 @@ async def build(make_segment: SegmentFactory, batches: list[bytes], interval: in
     for b in batches:
         positions.append(seg.size)
         await seg.append([b])
-    await seg.close()
+    seg.close()
     return positions
 
 
@@ -83,7 +83,7 @@ async def test_random_corruption_of_the_log_cuts_exactly_the_damaged_tail(
     clean = await reopen(make_segment)
     assert await clean.recover(MAX_BATCH) == 0
     expected_indexes = await index_entries(clean)
-    await clean.close()
+    clean.close()
 
     log = tmp_path / "00000000000000000000.log"
     data = bytearray(log.read_bytes())
@@ -130,7 +130,7 @@ async def test_recovery_rebuilds_a_damaged_index(
     clean = await reopen(make_segment)
     await clean.recover(MAX_BATCH)
     expected = await index_entries(clean)
-    await clean.close()
+    clean.close()
 
     index = tmp_path / f"00000000000000000000{suffix}"
     data = bytearray(index.read_bytes())
@@ -226,7 +226,7 @@ async def test_a_segment_of_the_old_format_is_refused_not_cut(make_segment: Segm
     assert log.read_bytes() == old
     with pytest.raises(CorruptRecordError, match="format v1"):
         await seg.read(0, 1 << 20)
-    await seg.close()
+    seg.close()
     # A v1 batch larger than recovery's 4 MiB read (a topic whose max.message.bytes allowed it).
     big = v1_batch(0, [bytes(5 << 20)])
     log.write_bytes(big)
@@ -234,7 +234,7 @@ async def test_a_segment_of_the_old_format_is_refused_not_cut(make_segment: Segm
     with pytest.raises(UnsupportedFormatError):
         await seg.recover(MAX_BATCH)
     assert log.stat().st_size == len(big)
-    await seg.close()
+    seg.close()
     # Garbage that merely starts with the old magic byte is still a torn tail, and is cut.
     log.write_bytes(batch(0, "a") + bytes(16) + bytes([MAGIC_V1]) + bytes(60))
     seg = await make_segment(0, file_already_exists=True)
@@ -260,7 +260,7 @@ async def test_power_loss_keeps_exactly_the_synced_batches(
     await seg.append(batches[4:6])
     await seg.append(batches[6:8], fsync=True)  # syncs 4..7 too
     await seg.append(batches[8:])
-    await seg.close()
+    seg.close()
     ops.power_fail(torn_bytes=torn)
     recovered = await make_segment(0, file_already_exists=True)
     await recovered.recover(MAX_BATCH)

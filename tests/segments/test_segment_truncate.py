@@ -15,7 +15,7 @@ async def test_truncate_to_leaves_timestamps_offsets_reads_and_indexes_consisten
     for trial in range(30):
         d = tmp_path / str(trial)
         d.mkdir()
-        seg = await LogSegment.open(d, 100, **KW)
+        seg = LogSegment.open(d, 100, **KW)
         ts = [rnd.randrange(1000) for _ in range(60)]
         off = 100
         spans = []
@@ -47,16 +47,16 @@ async def test_truncate_to_leaves_timestamps_offsets_reads_and_indexes_consisten
             exp = next(((t, o) for o, t in kept if t >= target), None)
             got = await seg.find_offset_by_timestamp(target)
             assert (None if got is None else (got.timestamp, got.offset)) == exp, (trial, target)
-        await seg.close()
+        seg.close()
         # reopen clean and check the persisted time index agrees
-        seg = await LogSegment.open(d, 100, file_already_exists=True, **KW)
+        seg = LogSegment.open(d, 100, file_already_exists=True, **KW)
         m = await seg.read_max_timestamp_and_offset_so_far()
         assert m.timestamp == max(t for _, t in kept)
         for target in range(0, 1001, 37):
             exp = next(((t, o) for o, t in kept if t >= target), None)
             got = await seg.find_offset_by_timestamp(target)
             assert (None if got is None else (got.timestamp, got.offset)) == exp, (trial, target, "reopen")
-        await seg.close()
+        seg.close()
 
 
 async def test_a_bulk_opened_segment_made_active_by_truncation_rolls_by_its_first_batch_timestamp(tmp_path):
@@ -65,11 +65,11 @@ async def test_a_bulk_opened_segment_made_active_by_truncation_rolls_by_its_firs
     # removed), as Kafka's timeWaitedForRoll loads rollingBasedTimestamp: time-based rolling used to be
     # measured from the open time instead, and first_batch_timestamp said "unknown" for a non-empty segment.
     kw = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0)
-    seg = await LogSegment.open(tmp_path, 0, now_ms=0, **kw)
+    seg = LogSegment.open(tmp_path, 0, now_ms=0, **kw)
     for i in range(5):
         await seg.append([batch(i, "v", ts=1_000 + i)])
-    await seg.close()
-    seg = await in_thread(LogSegment.open_existing_in_thread, tmp_path, 0, now_ms=10_000_000,
+    seg.close()
+    seg = await in_thread(LogSegment.open, tmp_path, 0, now_ms=10_000_000, file_already_exists=True,
                           read_first_batch=False, **kw)
     try:
         await seg.truncate_to(3, now_ms=10_000_000)
@@ -77,4 +77,4 @@ async def test_a_bulk_opened_segment_made_active_by_truncation_rolls_by_its_firs
         # a new batch with timestamp 2_000 has waited 1_000 ms since the first batch (Kafka)
         assert seg.time_waited_for_roll(10_000_000, 2_000) == 1_000
     finally:
-        await seg.close()
+        seg.close()

@@ -37,7 +37,7 @@ async def _written(make_segment: SegmentFactory, tmp_path: Path) -> list[tuple[i
     seg = await make_segment(0, index_interval_bytes=INTERVAL)
     for k in range(BATCHES):
         await seg.append([batch(2 * k, *_values(2 * k))])
-    await seg.close()
+    seg.close()
     data = (tmp_path / "00000000000000000000.log").read_bytes()
     out, position = [], 0
     while position < len(data):
