@@ -15,9 +15,10 @@ Lines (records are 16-B keys + 100-B values unless --value-bytes says otherwise,
     append+pipe the same with the next batch encoded while the previous write is in flight
                 (the GIL serialises the two: expect no gain on CPython)
     append x4   group commit: 4 encoded batches of 1000 records per LogSegment.append call (one hop)
-    read        await LogSegment.read(1 MiB) + FetchData.records() front to back
+    read        LogSegment.read(1 MiB) as the engine makes it (engine.log.segment_read: the page-cache
+                attempt on the loop, else one hop) + FetchData.records() front to back
                                                vs raw: pread 1 MiB + msgpack.Unpacker streaming
-    recovery    await LogSegment.recover()     vs raw: pread 4 MiB chunks + CRC-32C of every byte
+    recovery    LogSegment.recover() in a hop  vs raw: pread 4 MiB chunks + CRC-32C of every byte
 
 Variants are interleaved round by round (on a shared machine ratios from the same run are stable,
 absolute numbers are not: docs/PERFORMANCE.md, "Method"); the median of --runs rounds is
@@ -35,15 +36,18 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import google_crc32c
 import msgpack
 
+from seglog.engine.log import segment_read
 from seglog.segments.batch import TimestampType, decode_batches, encode_batch
+from seglog.segments.fileio import WouldBlock, in_thread
 from seglog.segments.records import Record
-from seglog.segments.segment import LogSegment
+from seglog.segments.segment import FetchData, LogSegment
 
 try:
     import uvloop
@@ -51,6 +55,10 @@ except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
     uvloop = None
 
 MAX_BATCH = 4 * 1024 * 1024
+
+
+def _read(seg: LogSegment, offset: int, nowait: bool) -> FetchData | WouldBlock | None:
+    return seg.read(offset, 1 << 20, None, True, nowait=nowait)
 
 
 def make_records(count: int, value_bytes: int, key_bytes: int) -> list[Record]:
@@ -188,7 +196,7 @@ class Bench:
         try:
             t = time.perf_counter()
             offset = count = 0
-            while (got := await seg.read(offset, 1 << 20, min_one_message=True)) is not None:
+            while (got := await segment_read(partial(_read, seg, offset))) is not None:
                 records = got.records()
                 count += len(records)
                 offset = records[-1].offset + 1
@@ -214,7 +222,7 @@ class Bench:
         seg = await self.open_segment(directory, exists=True)
         try:
             t = time.perf_counter()
-            truncated = await seg.recover(MAX_BATCH)
+            truncated = await in_thread(seg.recover, MAX_BATCH)
             self.note("recovery", time.perf_counter() - t, self.batches * self.batch_size)
             assert truncated == 0
         finally:

@@ -31,6 +31,7 @@ from seglog.engine.checkpoints import (
 )
 from seglog.engine.errors import ClosedError, SeglogError
 from seglog.engine.log import PartitionLog, log_task_failure
+from seglog.segments.fileio import in_thread, run_to_completion
 from seglog.segments.files import DELETED_SUFFIX
 from seglog.segments.segment import LogSegment
 
@@ -97,7 +98,7 @@ class BackgroundWork:
         removed then; after a crash, the next open removes leftover ``.deleted`` files.
         """
         self._doomed.add(segment)  # first: if the rename fails or is cancelled, close still releases it
-        await segment.change_file_suffixes("", DELETED_SUFFIX)
+        await run_to_completion(in_thread(segment.change_file_suffixes, "", DELETED_SUFFIX))
 
         async def remove_later() -> None:
             await asyncio.sleep(delay_ms / 1000)
@@ -108,7 +109,7 @@ class BackgroundWork:
     async def _remove(self, segment: LogSegment) -> None:
         if segment in self._doomed:
             self._doomed.discard(segment)
-            await segment.delete()
+            await run_to_completion(in_thread(segment.delete))
 
     async def stop(self) -> None:
         """Cancel every task and wait for them to end. Idempotent."""

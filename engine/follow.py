@@ -14,7 +14,7 @@ loader does.
 Rules (docs/OPERATIONS.md, "Followers"):
 
 * A follower's view of a segment ends at the last complete batch whose
-  header, offsets and CRC-32C check out (``LogSegment.follow_in_thread``).
+  header, offsets and CRC-32C check out (``LogSegment.follow``).
   What follows — a batch the writer is still writing, preallocated zeros,
   garbage — is "not written yet": never corruption, never cut or repaired.
 * It writes nothing, takes no lock the writer waits on, and maps no file
@@ -48,7 +48,7 @@ from seglog.engine import _fs, loader
 from seglog.engine.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from seglog.engine.config import LogConfig
 from seglog.engine.errors import SeglogError, UnknownTopicOrPartitionError
-from seglog.engine.log import PartitionLog
+from seglog.engine.log import PartitionLog, segment_read
 from seglog.engine.names import partition_dir_name
 from seglog.engine.topics import TopicState
 from seglog.segments.fileio import default_ops, in_thread
@@ -98,11 +98,11 @@ def _max_batch_bytes(config: LogConfig) -> int:
 
 def start_following_in_thread(segment: LogSegment, config: LogConfig) -> None:
     """Begin following a read-only engine's last segment at open and validate it to its end (blocking)."""
-    segment.begin_follow_in_thread(trust_indexes=True)
-    scan = segment.follow_in_thread(_max_batch_bytes(config), _UNLIMITED)
+    segment.begin_follow(trust_indexes=True)
+    scan = segment.follow(_max_batch_bytes(config), _UNLIMITED)
     if scan.restart:  # the index snapshot did not describe the .log: validate it all, trusting nothing
-        segment.begin_follow_in_thread(trust_indexes=False)
-        scan = segment.follow_in_thread(_max_batch_bytes(config), _UNLIMITED)
+        segment.begin_follow(trust_indexes=False)
+        scan = segment.follow(_max_batch_bytes(config), _UNLIMITED)
     if not scan.restart:  # (from the start nothing was validated before, so nothing can be undone)
         segment.apply_follow(scan)
 
@@ -123,7 +123,7 @@ def _open_followed_in_thread(directory: Path, base_offset: int, config: LogConfi
         read_first_batch=False,
     )
     try:
-        segment.begin_follow_in_thread(trust_indexes=False)
+        segment.begin_follow(trust_indexes=False)
     except BaseException:
         segment.close_handlers()
         raise
@@ -176,7 +176,7 @@ def _look_at_partition(
         for segment in segments:
             if segment.base_offset < last_base or segment.base_offset not in listed or not segment.followed:
                 continue
-            scan = segment.follow_in_thread(max_batch, limit(segment.base_offset))
+            scan = segment.follow(max_batch, limit(segment.base_offset))
             if scan.restart:
                 look.removed.append(segment.base_offset)
                 look.opened.append(_open_followed_in_thread(directory, segment.base_offset, config, now_ms))
@@ -187,7 +187,7 @@ def _look_at_partition(
             fresh = _open_followed_in_thread(directory, base, config, now_ms)
             look.opened.append(fresh)
         for fresh in look.opened:  # not visible to readers yet: applied here
-            scan = fresh.follow_in_thread(max_batch, limit(fresh.base_offset))
+            scan = fresh.follow(max_batch, limit(fresh.base_offset))
             if not scan.restart:
                 fresh.apply_follow(scan)
                 look.more = look.more or scan.more
@@ -527,7 +527,7 @@ class Follower:
         # read's) holds from its start to its end: the segments and the end it loads from stay put.
         async with plog._lock:
             if plog.closed:  # closed while this waited for the lock
-                await in_thread(_close_in_thread, look.opened)  # type: ignore[unreachable]
+                await in_thread(_release, look.opened)  # type: ignore[unreachable]
                 return False
             segments = plog._segments
             if look.removed or any(segments.get(fresh.base_offset) is not None for fresh in look.opened):
@@ -550,7 +550,7 @@ class Follower:
                 return False
             active = segments.active_segment
             assert active is not None
-            end = await active.read_next_offset()  # known (validated): no I/O
+            end = await segment_read(lambda nowait: active.read_next_offset(nowait=nowait))  # known: no I/O
             moved = end != plog._log_end_offset
             # A loaded producer state is replayed over what grew before the new end is visible: the
             # last stable offset must never run ahead of it (a transaction the writer opened past the

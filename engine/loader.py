@@ -52,14 +52,14 @@ from seglog.engine.errors import (
     CorruptRecordError,
     UnknownTopicOrPartitionError,
 )
-from seglog.engine.log import LoadedLog, LogOwner, PartitionLog, Unopened, close_segments, new_segment
+from seglog.engine.log import LoadedLog, LogOwner, PartitionLog, Unopened, close_segments, new_segment, segment_read
 from seglog.engine.names import aside_dir_name, is_aside_dir_of, partition_dir_name
 from seglog.engine.offline.segment_scan import scan_segment
 from seglog.engine.offline.snapshots import dump_snapshot, list_snapshots
 from seglog.engine.producer_state import plan_snapshot_load
 from seglog.engine.topics import TopicState, parse_topic_file
 from seglog.segments.batch import BatchHeader
-from seglog.segments.fileio import in_thread, remove
+from seglog.segments.fileio import WOULD_BLOCK, in_thread, remove, run_to_completion
 from seglog.segments.files import (
     INDEX_SUFFIX,
     STRAY_SUFFIX,
@@ -605,7 +605,7 @@ def open_partition_files_sync(
             on_active(opened[-1], config)
         elif opened and read_active_end and listed[-1].has_offset_index and listed[-1].has_time_index:
             try:
-                end = opened[-1].read_next_offset_in_thread()
+                end = _next_offset(opened[-1])
             except CorruptRecordError as exc:
                 problem = str(exc)
     except BaseException:
@@ -730,7 +730,7 @@ async def load_partition(
             active = segments.active_segment
             if active is None:
                 raise UnknownTopicOrPartitionError(f"{directory}: holds no segment")
-            end = await active.read_next_offset()
+            end = await segment_read(lambda nowait: active.read_next_offset(nowait=nowait))
             first = segments.first_segment
             assert first is not None
             start, _ = settle_log_start(log_start_checkpoint, first.base_offset, end)
@@ -863,18 +863,18 @@ async def _walk(
         if walk.needs_previous_end(i, head):
             previous = segments.get(listed[i - 1].base_offset)
             assert previous is not None
-            previous_end = await _next_offset_or_none(previous)
+            previous_end = await in_thread(_next_offset_or_none, previous)
         if not walk.first_batch(i, head, previous_end=previous_end):
             continue
-        cut = await segment.recover(max_batch)
-        walk.scanned(i, valid_bytes=listed[i].size_bytes - cut, next_offset=await segment.read_next_offset())
+        cut, next_offset = await run_to_completion(in_thread(_recover, segment, max_batch))
+        walk.scanned(i, valid_bytes=listed[i].size_bytes - cut, next_offset=next_offset)
         recovered.append(segment)
     last_end = None
     kept = walk.last_kept()
     if kept is not None and kept[1] is None:
         last = segments.get(listed[kept[0]].base_offset)
         assert last is not None
-        last_end = await last.read_next_offset()
+        last_end = await in_thread(_next_offset, last)
     recovery = walk.finish(topic=topic, partition=partition, log_start_checkpoint=log_start_checkpoint,
                            last_end=last_end)
     stray = f".{_now_ms()}{STRAY_SUFFIX}"
@@ -889,12 +889,12 @@ async def _walk(
                 log.warning("%s: setting segment %d aside (its files renamed *%s): %s", directory,
                             done.base_offset, stray, done.reason)
                 try:
-                    await segment.change_file_suffixes("", stray)
+                    await run_to_completion(in_thread(segment.change_file_suffixes, "", stray))
                 finally:
                     await close_segments([segment])
             else:
                 log.warning("%s: deleting segment %d: %s", directory, done.base_offset, done.reason)
-                await segment.delete()
+                await run_to_completion(in_thread(segment.delete))
     active = segments.active_segment
     unflushed: int | None = None
     for segment in recovered:
@@ -908,7 +908,7 @@ async def _walk(
             continue
         # Recovered bytes may still be only in the page cache: durable before the partition is used
         # (a sealed segment is released below, and no later flush of the partition would reach it).
-        await segment.flush()
+        await in_thread(segment.flush)
         # A recovered sealed segment holds three descriptors (its .log, and the one Python's mmap
         # keeps per mapped index): 10,000 of them exhausted a 20,000 ulimit. Close it, and open it
         # again as a clean open opens a sealed segment (nothing mapped, the .log opened by its first read).
@@ -919,20 +919,24 @@ async def _walk(
     return recovery, unflushed
 
 
-async def _next_offset_or_none(segment: LogSegment) -> int | None:
-    """A trusted segment's next offset, or None when it does not parse to its end (the caller falls back)."""
+def _next_offset_or_none(segment: LogSegment) -> int | None:
+    """A trusted segment's next offset, or None when it does not parse to its end (the caller falls back); blocking."""
     try:
-        return await segment.read_next_offset()
+        return _next_offset(segment)
     except CorruptRecordError:
         return None
 
 
-def _next_offset_or_none_sync(segment: LogSegment) -> int | None:
-    """:func:`_next_offset_or_none`, blocking (the dry run)."""
-    try:
-        return segment.read_next_offset_in_thread()
-    except CorruptRecordError:
-        return None
+def _next_offset(segment: LogSegment) -> int:
+    # read_next_offset, blocking (in the caller's thread).
+    found = segment.read_next_offset()
+    assert found is not WOULD_BLOCK
+    return found
+
+
+def _recover(segment: LogSegment, max_batch_bytes: int) -> tuple[int, int]:
+    # A segment's recovery and its next offset after it, in one hop: the bytes cut and the next offset.
+    return segment.recover(max_batch_bytes), _next_offset(segment)
 
 
 async def _reopen_sealed(directory: Path, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
@@ -1309,7 +1313,7 @@ def dry_run_recovery(
                 head = probed[i] if probed else _base_offset_of(segment.first_batch())
                 previous_end = None
                 if walk.needs_previous_end(i, head):
-                    previous_end = _next_offset_or_none_sync(by_base[listed[i - 1].base_offset])
+                    previous_end = _next_offset_or_none(by_base[listed[i - 1].base_offset])
                 if not walk.first_batch(i, head, previous_end=previous_end):
                     continue
                 if on_segment is not None:
@@ -1319,7 +1323,7 @@ def dry_run_recovery(
             kept = walk.last_kept()
             last_end = None
             if kept is not None and kept[1] is None:
-                last_end = by_base[listed[kept[0]].base_offset].read_next_offset_in_thread()
+                last_end = _next_offset(by_base[listed[kept[0]].base_offset])
             recovery = walk.finish(topic=topic, partition=partition, log_start_checkpoint=starts.get(key),
                                    last_end=last_end)
             removals = snapshot_removals(directory, recovery)

@@ -38,7 +38,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 import msgpack
 
@@ -79,7 +79,7 @@ from seglog.engine.results import (
 )
 from seglog.engine.retention import RetentionPlan, SegmentSummary, plan_retention
 from seglog.engine.validate import INT64_MAX, validate_int64, validate_offset, validate_timestamp
-from seglog.indexes import AbortedTxn
+from seglog.indexes import AbortedTxn, TimestampOffset
 from seglog.segments.batch import (
     HEADER_SIZE,
     NO_PRODUCER_EPOCH,
@@ -99,6 +99,8 @@ from seglog.segments.batch import (
     verify_crc,
 )
 from seglog.segments.fileio import (
+    WOULD_BLOCK,
+    WouldBlock,
     atomic_write,
     fsync_dir,
     in_thread,
@@ -116,11 +118,12 @@ from seglog.segments.kafka_batch import (
     stamp_log_append_time,
 )
 from seglog.segments.records import Record
-from seglog.segments.segment import LogSegment, LogSegments, RollParams
+from seglog.segments.segment import FetchData, LogSegment, LogSegments, RollParams
 
-__all__ = ["LoadedLog", "LogOwner", "PartitionLog", "Unopened", "close_segments", "new_segment"]
+__all__ = ["LoadedLog", "LogOwner", "PartitionLog", "Unopened", "close_segments", "new_segment", "segment_read"]
 
 log = logging.getLogger("seglog")
+_T = TypeVar("_T")
 
 # Largest group the writer hands to one executor hop: fresh buffers over ~1 MiB pay page faults
 # (several times slower than a copy into warm memory), and a hop of ~1000 records already amortises
@@ -284,6 +287,62 @@ async def new_segment(directory: Path, config: LogConfig, base_offset: int, now_
         await close_segments([segment])
         raise
     return segment
+
+
+async def segment_read(op: Callable[[bool], _T | WouldBlock]) -> _T:
+    """Run a segment's read ``op(nowait)``: first page cache only, on the loop; else blocking, in ONE thread hop.
+
+    The async edge of every read (aiosqlite's shape: the segment is
+    synchronous, and only knows which bytes the read needs; this decides where
+    it runs). ``op(True)`` answers from memory and the page cache (``preadv``
+    with ``RWF_NOWAIT``) or says :data:`WOULD_BLOCK`; then ``op(False)`` runs
+    the same read, from its start, in a worker thread.
+    """
+    got = op(True)
+    if got is WOULD_BLOCK:
+        got = await in_thread(op, False)
+        assert got is not WOULD_BLOCK, "a blocking segment read always answers"
+    return got
+
+
+def _read_from(
+    segment: LogSegment, offset: int, max_bytes: int, max_position: int | None, nowait: bool
+) -> FetchData | WouldBlock | None:
+    # A read of whole batches from the one holding `offset` (at least that one: min_one_message).
+    return segment.read(offset, max_bytes, max_position, True, nowait=nowait)
+
+
+def _find_in_segment(
+    segment: LogSegment, timestamp: int, start: int, nowait: bool
+) -> TimestampOffset | WouldBlock | None:
+    # A time lookup in one segment: skipped by its largest timestamp (which may load its time index), then
+    # searched; both in the same attempt (and the same hop).
+    largest = segment.largest_record_timestamp(nowait=nowait)
+    if largest is WOULD_BLOCK:
+        return WOULD_BLOCK
+    if largest is None or largest < timestamp:
+        return None
+    return segment.find_offset_by_timestamp(timestamp, starting_offset=start, nowait=nowait)
+
+
+def _largest_record_timestamps(segments: Sequence[LogSegment], nowait: bool) -> list[int | None] | WouldBlock:
+    found: list[int | None] = []
+    for segment in segments:
+        largest = segment.largest_record_timestamp(nowait=nowait)
+        if largest is WOULD_BLOCK:
+            return WOULD_BLOCK
+        found.append(largest)
+    return found
+
+
+def _largest_timestamps(segments: Sequence[LogSegment], nowait: bool) -> list[int] | WouldBlock:
+    found: list[int] = []
+    for segment in segments:
+        largest = segment.largest_timestamp(nowait=nowait)
+        if largest is WOULD_BLOCK:
+            return WOULD_BLOCK
+        found.append(largest)
+    return found
 
 
 async def close_segments(segments: Sequence[LogSegment]) -> None:
@@ -991,7 +1050,7 @@ class PartitionLog:
                 def reset() -> None:
                     for segment in later:
                         if segment.base_offset >= bad:
-                            segment.reset_txn_index_in_thread()
+                            segment.reset_txn_index()
 
                 await in_thread(reset)
         candidates = [c for c in plan.candidates if rebuild_from is None or c <= rebuild_from]
@@ -1028,7 +1087,7 @@ class PartitionLog:
             found: list[AbortedTxn] = []
             for segment in segments:
                 with contextlib.suppress(CorruptIndexError):  # only when read-only: ignored (warned above)
-                    found += segment.aborted_txns_in_thread()
+                    found += segment.aborted_txns()
             return found
 
         aborted = await in_thread(read_aborted)
@@ -1055,7 +1114,7 @@ class PartitionLog:
         # load_batch runs in the read's thread: nothing else uses ``producers`` yet.
         await self._walk_batches(start, end, partial(_load_batch, producers), on_marker)
         for segment, txns in rebuilt.items():
-            await segment.append_aborted_txns(txns, fsync=True)
+            await in_thread(segment.append_aborted_txns, txns, fsync=True)
 
     async def _walk_batches(
         self,
@@ -1085,7 +1144,7 @@ class PartitionLog:
             position = max(start, segment.base_offset)
             while position < end:
                 try:
-                    await segment.visit_batch_headers(position, end, visit)
+                    await in_thread(segment.visit_batch_headers, position, end, visit)
                 except MarkerFound as found:
                     header = found.header
                     on_marker(segment, header, await _read_marker(segment, header))
@@ -1280,7 +1339,7 @@ class PartitionLog:
         active = self._segments.active_segment
         assert active is not None  # a partition always has a segment
         if not self._active_indexes_ready:
-            await active.resize_indexes(self.config.segment_index_bytes)
+            await in_thread(active.resize_indexes, self.config.segment_index_bytes)
             self._active_indexes_ready = True
         return active
 
@@ -1322,7 +1381,7 @@ class PartitionLog:
         """
         error: BaseException | None = None
         try:
-            await segment.append_aborted_txns(aborted, fsync=fsync)
+            await in_thread(segment.append_aborted_txns, aborted, fsync=fsync)
         except SeglogError as exc:
             log.error("%s-%d: .txnindex entries %s not written: %s", self.topic, self.partition, aborted, exc)
             error = exc
@@ -1425,7 +1484,7 @@ class PartitionLog:
         new_base = self._log_end_offset
         if old.base_offset == new_base:  # empty active segment: nothing to seal
             return old
-        await old.on_become_inactive()
+        await in_thread(old.on_become_inactive)
         segment = await new_segment(self.directory, self.config, new_base, now_ms)
         self._segments.add(segment)
         self._active_indexes_ready = True
@@ -1494,7 +1553,7 @@ class PartitionLog:
         if offset <= self._recovery_point:
             return
         for segment in self._segments.values(self._recovery_point, offset):
-            await segment.flush()
+            await in_thread(segment.flush)
         if offset >= self._log_end_offset:
             self._unflushed_messages = 0
         self._recovery_point = max(self._recovery_point, offset)
@@ -1583,7 +1642,7 @@ class PartitionLog:
             max_position = segment.size if segment is self._segments.active_segment else None
             data = segment.read_cached(offset, max_bytes, max_position)  # no await when it can answer at once
             if data is None:
-                data = await segment.read(offset, max_bytes, max_position=max_position, min_one_message=True)
+                data = await segment_read(partial(_read_from, segment, offset, max_bytes, max_position))
             if data is not None and data.data:
                 records = data.records(max_offset=end)
                 if records:
@@ -1737,7 +1796,7 @@ class PartitionLog:
         segment: LogSegment | None = self._segments.floor_segment(offset)
         while segment is not None and offset < end:
             max_position = segment.size if segment is self._segments.active_segment else None
-            data = await segment.read(offset, max_bytes, max_position=max_position, min_one_message=True)
+            data = await segment_read(partial(_read_from, segment, offset, max_bytes, max_position))
             if data is not None and data.data:
                 view = data.data
                 batches = []
@@ -1794,10 +1853,7 @@ class PartitionLog:
         # target; every earlier segment holds only smaller timestamps, so its first qualifying record
         # is the earliest in the whole log, however out of order the timestamps are.
         for segment in self._live_segments():
-            largest = await segment.largest_record_timestamp()
-            if largest is None or largest < timestamp:
-                continue
-            found = await segment.find_offset_by_timestamp(timestamp, starting_offset=start)
+            found = await segment_read(partial(_find_in_segment, segment, timestamp, start))
             if found is not None:
                 return self._answer_in(segment, found.offset, found.timestamp)
         return None
@@ -1827,14 +1883,20 @@ class PartitionLog:
         if self._unopened is not None:
             await self._open()
         best: tuple[int, LogSegment] | None = None
-        for segment in self._live_segments():
-            largest = await segment.largest_record_timestamp()
+        live = self._live_segments()
+        # Every segment's largest timestamp is known once its time index was loaded: one hop for all those
+        # that were not, then the lookup in the segment that has the largest.
+        for segment, largest in zip(live, await segment_read(partial(_largest_record_timestamps, live)), strict=True):
             if largest is not None and (best is None or largest > best[0]):
                 best = (largest, segment)
         if best is None:
             return None
-        found = await best[1].find_offset_by_timestamp(best[0], starting_offset=self._log_start_offset)
-        return None if found is None else self._answer_in(best[1], found.offset, found.timestamp)
+        largest_ts, holder = best
+        start = self._log_start_offset
+        found = await segment_read(
+            lambda nowait: holder.find_offset_by_timestamp(largest_ts, starting_offset=start, nowait=nowait)
+        )
+        return None if found is None else self._answer_in(holder, found.offset, found.timestamp)
 
     def subscribe(
         self, start_offset: int | None = None, *, max_bytes: int = DEFAULT_FETCH_BYTES,
@@ -1972,9 +2034,11 @@ class PartitionLog:
         validate_timestamp(now_ms, "now_ms")
         if self._unopened is not None:
             await self._open()
-        summaries = [
-            SegmentSummary(s.base_offset, s.size, await s.largest_timestamp()) for s in self._segments.values()
-        ]
+        segments = self._segments.values()
+        # One hop for every segment whose largest timestamp is not known yet (a sealed segment's time
+        # index is loaded on first use), none when all are.
+        largest = await segment_read(partial(_largest_timestamps, segments))
+        summaries = [SegmentSummary(s.base_offset, s.size, ts) for s, ts in zip(segments, largest, strict=True)]
         return plan_retention(
             summaries,
             log_end_offset=self._log_end_offset,
@@ -2115,7 +2179,7 @@ class PartitionLog:
             # last_stable_offset could not say where it stands).
             return None
         try:
-            largest = await first.largest_timestamp()
+            largest = await segment_read(lambda nowait: first.largest_timestamp(nowait=nowait))
         except SeglogError as exc:
             log.warning("%s-%d: not recorded for a lazy open: %s", self.topic, self.partition, exc)
             return None
@@ -2234,7 +2298,7 @@ async def _read_marker(segment: LogSegment, header: BatchHeader) -> ControlRecor
     Raises:
         CorruptRecordError: the batch is not where its header was, fails its CRC, or is no marker.
     """
-    data = await segment.read(header.base_offset, header.size, min_one_message=True)
+    data = await segment_read(partial(_read_from, segment, header.base_offset, header.size, None))
     if data is None or len(data.data) < header.size:
         raise CorruptRecordError(f"{segment.log_path}: the marker at offset {header.base_offset} cannot be read back")
     found = read_header(data.data)
@@ -2253,7 +2317,7 @@ def _first_bad_txn_index(segments: list[LogSegment], end: int) -> int | None:
     for i, segment in enumerate(segments):
         bound = segments[i + 1].base_offset if i + 1 < len(segments) else end
         try:
-            entries = segment.aborted_txns_in_thread()
+            entries = segment.aborted_txns()
         except CorruptIndexError:
             return segment.base_offset
         previous = segment.base_offset - 1

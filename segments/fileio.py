@@ -749,6 +749,32 @@ class SegmentFile:
         except OSError as exc:
             raise _storage_error(f"rename to {new_path.name}", self._path, exc) from exc
 
+    def sync_directory(self) -> None:
+        """fsync the file's directory: creations, renames and removals in it survive power loss; blocking.
+
+        Raises:
+            StorageError: the OS refused.
+        """
+        try:
+            fsync_dir_sync(self._ops, self._path.parent)
+        except OSError as exc:
+            raise _storage_error("directory fsync", self._path.parent, exc) from exc
+
+    def delete(self) -> bool:
+        """Close without trimming and remove the file; ``False`` if it was gone already. Blocking.
+
+        Raises:
+            StorageError: the close failed, or the file exists and cannot be removed.
+        """
+        self.close(trim=False)
+        try:
+            self._ops.unlink(self._name)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise _storage_error("remove", self._path, exc) from exc
+        return True
+
     def update_parent_dir(self, directory: Path) -> None:
         """Follow the file to the same name in ``directory`` (the directory was moved); no I/O."""
         self._set_path(Path(directory) / self._path.name)

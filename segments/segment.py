@@ -5,19 +5,24 @@ offset translation, reads of whole batches, lookup by timestamp, recovery,
 truncation, roll decisions, suffix changes, deletion) and ``LogSegments``, the
 ordered map of a partition's segments.
 
-Async where the disk is touched, pure where not; a segment never reads a clock
-or knows a topic: ``now_ms``, ``index_interval_bytes``, ``max_index_size``,
-``roll_jitter_ms`` and the maximum batch size arrive as arguments. All file
-I/O goes through ``seglog.segments.fileio`` (one executor hop per operation; page-cache
-reads on the loop). Index files are opened lazily (``LazyIndex``) and always
-loaded in an executor thread.
+Synchronous: the async edge is the engine's ``PartitionLog``, which runs each
+operation in ONE thread hop (aiosqlite's shape). The reads also have a
+page-cache attempt (``nowait=True``: ``preadv`` with ``RWF_NOWAIT``, nothing
+loaded, no wait), which answers from memory or says ``WOULD_BLOCK``; the
+engine makes it on the event loop and, on a miss, runs the same read, blocking,
+in its hop. Only the appends stay coroutines here: their write runs in the
+append threads and their bookkeeping is published on the loop after it. A
+segment never reads a clock or knows a topic: ``now_ms``,
+``index_interval_bytes``, ``max_index_size``, ``roll_jitter_ms`` and the
+maximum batch size arrive as arguments. All file I/O goes through
+``seglog.segments.fileio`` (``SegmentFile``, ``FileOps``). Index files are
+opened lazily (``LazyIndex``), by a blocking call, never by a ``nowait`` one.
 
 Must not import: ``engine`` or ``tools``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextlib
 import functools
@@ -61,9 +66,8 @@ from seglog.segments.fileio import (
     LateBuffer,
     PRead,
     SegmentFile,
-    fsync_dir,
+    WouldBlock,
     in_thread,
-    remove,
     run_to_completion,
     submit,
 )
@@ -313,6 +317,10 @@ def _final_time_entry(time_index: TimeIndex, max_timestamp: int, offset: int) ->
         time_index.maybe_append(max_timestamp, offset, skip_full_check=True)
 
 
+def _report_progress(progress: Callable[[int, int], object], total: int, done: int) -> None:
+    progress(done, total)
+
+
 def _probe_first_header(size: int, pread: PRead) -> BatchHeader | None:
     head = pread(0, HEADER_SIZE)
     header = read_header(head) if len(head) == HEADER_SIZE else None
@@ -322,7 +330,7 @@ def _probe_first_header(size: int, pread: PRead) -> BatchHeader | None:
 
 
 class FollowScan(NamedTuple):
-    """What a follower found past its validated end of a segment (:meth:`LogSegment.follow_in_thread`).
+    """What a follower found past its validated end of a segment (:meth:`LogSegment.follow`).
 
     Apply it with :meth:`LogSegment.apply_follow` (on the event loop). With
     ``restart`` nothing is applied: the file no longer holds what was
@@ -394,12 +402,14 @@ class LogSegment:
     are serialised by the caller (one lock per partition); reads
     (``read``, ``translate_offset``, ``find_offset_by_timestamp``,
     ``read_next_offset``) may run concurrently with each other and with one
-    append. The visible size grows only after an append's bytes are written,
-    and index entries are added after that, so a reader never sees a
-    half-written batch. ``recover`` must not run concurrently with anything.
+    append, on the loop (``nowait``) or in threads. Every method but the
+    appends is blocking unless called with ``nowait=True``. The visible
+    size grows only after an append's bytes are written, and index entries
+    are added after that, so a reader never sees a half-written batch.
+    ``recover`` must not run concurrently with anything.
 
     A read-only segment may be *followed* while another process appends to
-    it (:meth:`begin_follow_in_thread`, :meth:`follow_in_thread`,
+    it (:meth:`begin_follow`, :meth:`follow`,
     :meth:`apply_follow`): its logical size is then what the follower
     validated (complete, CRC-valid batches), and the follower's own index
     entries beyond the writer's checked ones live in memory.
@@ -437,7 +447,8 @@ class LogSegment:
         self._max_timestamp_so_far: int | None = NO_TIMESTAMP if log.size == 0 and not index_files_existed[1] else None
         self._offset_of_max_timestamp_so_far = base_offset
         self._bytes_since_last_index_entry = 0
-        self._next_offset: int | None = None  # cache of read_next_offset()
+        self._next_offset: int | None = None  # known from the last append or scan (read_next_offset)
+        self._found_next_offset: tuple[int, int] | None = None  # (size, next offset) a read_next_offset found
         # (position, base offset) of the first batch of the last append: a reader following the log
         # (subscribe) starts its header walk there instead of at the offset-index entry, up to
         # index_interval_bytes back (about 20 one-record batches of 190 B, each header one step).
@@ -455,7 +466,7 @@ class LogSegment:
         self._load_lock = threading.Lock()  # first index load and check: one executor thread at a time
         self._released = False  # the files were closed (once), see close
         self._closed = False
-        self._followed: _Followed | None = None  # set by begin_follow_in_thread (a follower's segment)
+        self._followed: _Followed | None = None  # set by begin_follow (a follower's segment)
 
     @functools.cached_property
     def _offset_index(self) -> LazyIndex[OffsetIndex]:
@@ -676,8 +687,8 @@ class LogSegment:
                 finally:
                     self._log.close(trim=False)
 
-    async def delete(self) -> None:
-        """Close without trimming and delete the ``.log`` and its three index files (those that exist).
+    def delete(self) -> None:
+        """Close without trimming and delete the ``.log`` and its three index files (those that exist); blocking.
 
         Raises:
             StorageError: a file exists but cannot be removed.
@@ -686,22 +697,11 @@ class LogSegment:
         if not self._writable:
             raise ClosedError(f"{self._log.path}: segment was opened read-only; it cannot delete files")
         self._closed = self._released = True
-        log = self._log
-
-        def remove_indexes() -> None:
-            self._offset_index.delete()
-            self._time_index.delete()
-            self._txn_index.delete()
-
-        def close_and_remove_indexes() -> None:
-            log.close(trim=False)
-            remove_indexes()
-
-        async def work() -> None:
-            await in_thread(close_and_remove_indexes)
-            await remove(log.path, ops=log.ops)
-
-        await run_to_completion(work())
+        self._log.close(trim=False)
+        self._offset_index.delete()
+        self._time_index.delete()
+        self._txn_index.delete()
+        self._log.delete()
 
     def __del__(self) -> None:
         # The .log's SegmentFile and the mapped indexes warn (and release themselves) on their own.
@@ -749,10 +749,10 @@ class LogSegment:
         """Current path of the ``.txnindex`` file (it exists only with aborted transactions)."""
         return self._txn_index.path
 
-    async def append_aborted_txns(self, txns: Sequence[AbortedTxn], *, fsync: bool = False) -> None:
+    def append_aborted_txns(self, txns: Sequence[AbortedTxn], *, fsync: bool = False) -> None:
         """Append ``txns`` (their markers are in this segment, in order) to the ``.txnindex``, creating it.
 
-        With ``fsync`` the file is synced before this returns.
+        With ``fsync`` the file is synced before this returns. Blocking.
 
         Raises:
             InvalidOffsetError: a last offset does not increase.
@@ -760,16 +760,12 @@ class LogSegment:
         """
         self._check_writable()
         index = self._txn_index
+        for txn in txns:
+            index.append(txn)
+        if fsync:
+            index.flush()
 
-        def work() -> None:
-            for txn in txns:
-                index.append(txn)
-            if fsync:
-                index.flush()
-
-        await in_thread(work)
-
-    def reset_txn_index_in_thread(self) -> None:
+    def reset_txn_index(self) -> None:
         """Empty the ``.txnindex`` (blocking; none is created): its entries are rebuilt from the log.
 
         Raises:
@@ -778,7 +774,7 @@ class LogSegment:
         self._check_writable()
         self._txn_index.reset()
 
-    def aborted_txns_in_thread(self) -> list[AbortedTxn]:
+    def aborted_txns(self) -> list[AbortedTxn]:
         """Every ``.txnindex`` entry, in file order (blocking; empty without the file).
 
         Raises:
@@ -832,11 +828,12 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------ indexes
 
-    async def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
-        """Both indexes, loaded in a thread the first time (mapping a file is disk I/O), and checked."""
-        return await self._load_indexes(check=True)
+    def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Both indexes, checked; blocking the first time (mapping a file, checking it, is disk I/O)."""
+        return self._load_indexes(check=True)
 
-    async def _load_indexes(self, *, check: bool) -> tuple[OffsetIndex, TimeIndex]:
+    def _loaded_indexes(self, *, check: bool = True) -> tuple[OffsetIndex, TimeIndex] | None:
+        # Both indexes when they are in memory already (and checked, with `check`): no I/O. Else None.
         if (
             self._offset_index.is_loaded
             and self._time_index.is_loaded
@@ -844,11 +841,14 @@ class LogSegment:
             and (self._indexes_checked or not check)
         ):
             return self._offset_index.get(), self._time_index.get()
-        return await in_thread(self._load_indexes_in_thread, check)
+        return None
 
-    def _load_indexes_in_thread(self, check: bool) -> tuple[OffsetIndex, TimeIndex]:
+    def _load_indexes(self, *, check: bool) -> tuple[OffsetIndex, TimeIndex]:
+        loaded = self._loaded_indexes(check=check)
+        if loaded is not None:
+            return loaded
         # Serialised: two first loads racing (a read and an append, two reads) would otherwise both
-        # check, and both rebuild, the same mapped index from two executor threads.
+        # check, and both rebuild, the same mapped index from two threads.
         with self._load_lock:
             return self._load_indexes_locked(check)
 
@@ -873,7 +873,7 @@ class LogSegment:
                     # A read-only snapshot cannot be rewritten (nor is an index rebuilt twice): stop
                     # using it (lookups then scan from the start of the segment, always correct).
                     _log.warning("%s: %s; no longer using the indexes of this segment", self._log.path, problem)
-                    self._distrust_indexes_in_thread()
+                    self._distrust_indexes()
                 self._index_lie = None
             self._indexes_checked = True
         if self._max_timestamp_so_far is None:
@@ -923,7 +923,7 @@ class LogSegment:
             self._index_lie = why
             self._indexes_checked = False  # the next read loads them in a thread, which rebuilds them
 
-    def _distrust_indexes_in_thread(self) -> None:
+    def _distrust_indexes(self) -> None:
         """Read-only and the indexes are missing or wrong: scan from the start, max timestamp from headers."""
         end = self._log.size
 
@@ -939,29 +939,33 @@ class LogSegment:
         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = best
         self._trust_indexes = False
 
-    def _read_indexes_in_thread(self) -> tuple[OffsetIndex, TimeIndex] | None:
-        """The indexes for a read, or ``None`` when a read must scan from the start of the segment.
+    def _read_indexes_ready(self) -> bool:
+        # What a read needs of the indexes is in memory (checked, or known not to be trusted): no I/O.
+        return self._indexes_checked and self._max_timestamp_so_far is not None and (
+            not self._trust_indexes or (self._offset_index.is_loaded and self._time_index.is_loaded)
+        )
+
+    def _read_indexes(self) -> tuple[OffsetIndex, TimeIndex] | None:
+        """The indexes for a read (blocking on first use), or ``None`` when a read must scan from the start.
 
         ``None`` only for a read-only segment whose index files are missing (a
         read-only index cannot be created) or failed their first-load check.
         """
+        if self._read_indexes_ready():
+            return (self._offset_index.get(), self._time_index.get()) if self._trust_indexes else None
+        return self._load_read_indexes()
+
+    def _load_read_indexes(self) -> tuple[OffsetIndex, TimeIndex] | None:
         with self._load_lock:
             if self._trust_indexes and not self._writable and not all(self._index_files_existed):
-                self._distrust_indexes_in_thread()
+                self._distrust_indexes()
                 self._indexes_checked = True
             if not self._trust_indexes:
                 if self._max_timestamp_so_far is None:
-                    self._distrust_indexes_in_thread()
+                    self._distrust_indexes()
                 return None
-        indexes = self._load_indexes_in_thread(True)
+        indexes = self._load_indexes(check=True)
         return indexes if self._trust_indexes else None
-
-    async def _read_indexes(self) -> tuple[OffsetIndex, TimeIndex] | None:
-        if self._indexes_checked and self._max_timestamp_so_far is not None and (
-            not self._trust_indexes or (self._offset_index.is_loaded and self._time_index.is_loaded)
-        ):
-            return (self._offset_index.get(), self._time_index.get()) if self._trust_indexes else None
-        return await in_thread(self._read_indexes_in_thread)
 
     def _index_problem(self, offset_index: OffsetIndex, time_index: TimeIndex, pread: PRead) -> str | None:
         """Why the indexes cannot be trusted, or ``None``: Kafka's sanity checks, plus a look at the
@@ -1005,27 +1009,45 @@ class LogSegment:
             return f"the last time-index entry {tuple(last)} names an offset past the end of the .log"
         return None
 
-    async def read_max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+    def read_max_timestamp_and_offset_so_far(self, *, nowait: bool = False) -> TimestampOffset | WouldBlock:
         """The largest timestamp so far and the last offset of the batch that has it (loads the time index).
+
+        Blocking the first time (the time index is loaded); with ``nowait``,
+        :data:`WOULD_BLOCK` instead of loading.
 
         Raises:
             StorageError: the time index cannot be opened.
         """
         self._check_open()
         if self._max_timestamp_so_far is None:
-            await (self._indexes() if self._writable else self._read_indexes())
+            if nowait:
+                return WOULD_BLOCK
+            if self._writable:
+                self._indexes()
+            else:
+                self._read_indexes()
         assert self._max_timestamp_so_far is not None
         return TimestampOffset(self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far)
 
-    async def largest_record_timestamp(self) -> int | None:
-        """The largest record timestamp in the segment, or ``None`` when it has no timestamped batch."""
-        ts = (await self.read_max_timestamp_and_offset_so_far()).timestamp
-        return ts if ts >= 0 else None
+    def largest_record_timestamp(self, *, nowait: bool = False) -> int | WouldBlock | None:
+        """The largest record timestamp in the segment, or ``None`` when it has no timestamped batch.
 
-    async def largest_timestamp(self) -> int:
-        """The largest record timestamp, or the ``.log``'s modification time in ms if there is none (Kafka)."""
-        ts = await self.largest_record_timestamp()
-        return ts if ts is not None else await in_thread(self._log.mtime_ms)
+        Blocking, or with ``nowait`` :data:`WOULD_BLOCK`, as :meth:`read_max_timestamp_and_offset_so_far`.
+        """
+        found = self.read_max_timestamp_and_offset_so_far(nowait=nowait)
+        if found is WOULD_BLOCK:
+            return WOULD_BLOCK
+        return found.timestamp if found.timestamp >= 0 else None
+
+    def largest_timestamp(self, *, nowait: bool = False) -> int | WouldBlock:
+        """The largest record timestamp, or the ``.log``'s modification time in ms if there is none (Kafka).
+
+        Blocking (the time index, a ``stat``), or with ``nowait`` :data:`WOULD_BLOCK` when either is needed.
+        """
+        ts = self.largest_record_timestamp(nowait=nowait)
+        if ts is WOULD_BLOCK or (ts is None and nowait):
+            return WOULD_BLOCK
+        return ts if ts is not None else self._log.mtime_ms()
 
     def _index_is_full(self, lazy: LazyIndex[OffsetIndex] | LazyIndex[TimeIndex], existed: bool) -> bool:
         if lazy.is_loaded:
@@ -1034,7 +1056,7 @@ class LogSegment:
         # entries until resize_indexes() grows it again (Kafka's AbstractIndex rule).
         return existed
 
-    async def resize_indexes(self, size: int) -> None:
+    def resize_indexes(self, size: int) -> None:
         """Resize both index files (preallocation) to ``size`` bytes, rounded down to whole entries.
 
         The engine calls this with ``segment_index_bytes`` on the segment it makes
@@ -1045,15 +1067,11 @@ class LogSegment:
             StorageError: a file cannot be resized.
         """
         self._check_writable()
-        offset_index, time_index = await self._indexes()
+        offset_index, time_index = self._indexes()
+        offset_index.resize(size)
+        time_index.resize(size)
 
-        def work() -> None:
-            offset_index.resize(size)
-            time_index.resize(size)
-
-        await in_thread(work)
-
-    async def sanity_check(self) -> None:
+    def sanity_check(self) -> None:
         """Load the three indexes and check them (Kafka's rules); corrupt ones must be rebuilt by ``recover``.
 
         Raises:
@@ -1061,14 +1079,10 @@ class LogSegment:
             StorageError: an index cannot be opened.
         """
         self._check_open()
-        offset_index, time_index = await self._indexes()
-
-        def work() -> None:
-            offset_index.sanity_check()
-            time_index.sanity_check()
-            self._txn_index.sanity_check()
-
-        await in_thread(work)
+        offset_index, time_index = self._indexes()
+        offset_index.sanity_check()
+        time_index.sanity_check()
+        self._txn_index.sanity_check()
 
     # ------------------------------------------------------------------------------ append
 
@@ -1156,7 +1170,7 @@ class LogSegment:
                     f"{self._base_offset + INT32_MAX}); roll a new segment first"
                 )
         if self._max_timestamp_so_far is None:
-            await self._indexes()  # the largest timestamp so far lives in the time index
+            await in_thread(self._indexes)  # the largest timestamp so far lives in the time index
             self._check_writable()  # re-check after the await: a close may have run meanwhile
         assert self._max_timestamp_so_far is not None
 
@@ -1177,7 +1191,7 @@ class LogSegment:
         indexes: tuple[OffsetIndex, TimeIndex] | None = None
         if entries:
             # Index files are created (and mapped) in a thread when the first entry is due.
-            indexes = await self._indexes()
+            indexes = self._loaded_indexes() or await in_thread(self._indexes)
             self._check_writable()
             if self._log.size != position:
                 raise RuntimeError(f"{self._log.path}: concurrent appends; the caller must serialise them")
@@ -1253,18 +1267,21 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------ reads
 
-    async def _loaded_offset_index(self) -> OffsetIndex | None:
+    def _read_offset_index(self, nowait: bool) -> OffsetIndex | WouldBlock | None:
+        # The offset index for a read (None: scan from the start), loaded on first use; with `nowait`
+        # WOULD_BLOCK instead of loading it.
         if self._offset_index.is_loaded and self._indexes_checked:
             return self._offset_index.get() if self._trust_indexes else None
-        indexes = await self._read_indexes()
+        if self._read_indexes_ready():
+            return None  # ready and not loaded: not trusted
+        if nowait:
+            return WOULD_BLOCK
+        indexes = self._read_indexes()
         return None if indexes is None else indexes[0]
 
-    async def _run_read(self, fn: Callable[[PRead], _T]) -> _T:
-        # The page-cache attempt on the loop, then the same read in one thread hop.
-        got = self._log.read_nowait(fn)
-        if got is WOULD_BLOCK:
-            return await in_thread(self._log.read, fn)
-        return got
+    def _run_read(self, fn: Callable[[PRead], _T], nowait: bool) -> _T | WouldBlock:
+        # `fn` over the .log: page cache only with `nowait` (WOULD_BLOCK when it misses), else blocking.
+        return self._log.read_nowait(fn) if nowait else self._log.read(fn)
 
     def _locate(
         self, pread: PRead, offset: int, start: int, end: int, entry_offset: int | None = None
@@ -1276,39 +1293,47 @@ class LogSegment:
                 return located
         return None
 
-    async def translate_offset(self, offset: int, starting_position: int = 0) -> LocatedBatch | None:
+    def translate_offset(
+        self, offset: int, starting_position: int = 0, *, nowait: bool = False
+    ) -> LocatedBatch | WouldBlock | None:
         """The first batch whose last offset is ≥ ``offset``, from ``starting_position`` on; ``None`` past the end.
+
+        Blocking; with ``nowait``, page cache only: :data:`WOULD_BLOCK` when it
+        would wait for the disk (then call it again without, in a thread).
 
         Raises:
             CorruptRecordError: a batch header on the way is corrupt.
             StorageError, ClosedError.
         """
         self._check_open()
-        offset_index = await self._loaded_offset_index()
+        offset_index = self._read_offset_index(nowait)
+        if offset_index is WOULD_BLOCK:
+            return WOULD_BLOCK
         entry = offset_index.lookup(offset) if offset_index else None
         if entry is not None and entry.position >= starting_position:
             start, entry_offset = entry.position, entry.offset
         else:
             start, entry_offset = starting_position, None
         end = self._log.size
-        return await self._run_read(lambda pread: self._locate(pread, offset, start, end, entry_offset))
+        return self._run_read(lambda pread: self._locate(pread, offset, start, end, entry_offset), nowait)
 
-    async def visit_batch_headers(
+    def visit_batch_headers(
         self, start_offset: int, end_offset: int, visit: Callable[[BatchHeader], None]
     ) -> None:
         """Call ``visit`` with the header of each batch holding offsets in ``[start_offset, end_offset)``, in order.
 
-        Only headers are read (checked as a read checks them; bodies are skipped),
-        in an executor thread, where ``visit`` runs too: it must not touch the
-        event loop. For state kept per batch, such as an idempotent producer's,
-        rebuilt without decoding records.
+        Only headers are read (checked as a read checks them; bodies are
+        skipped); blocking, ``visit`` runs in the caller's thread. For state
+        kept per batch, such as an idempotent producer's, rebuilt without
+        decoding records.
 
         Raises:
             CorruptRecordError: a batch header on the way is corrupt.
             StorageError, ClosedError.
         """
         self._check_open()
-        offset_index = await self._loaded_offset_index()
+        offset_index = self._read_offset_index(False)
+        assert offset_index is not WOULD_BLOCK
         entry = offset_index.lookup(start_offset) if offset_index else None
         start, entry_offset = (entry.position, entry.offset) if entry is not None and entry.position > 0 else (0, None)
         end = self._log.size
@@ -1322,23 +1347,26 @@ class LogSegment:
                 if header.last_offset >= start_offset:
                     visit(header)
 
-        await self._run_read(work)
+        self._log.read(work)
 
-    async def read(
+    def read(
         self,
         start_offset: int,
         max_bytes: int,
         max_position: int | None = None,
         min_one_message: bool = False,
-    ) -> FetchData | None:
+        *,
+        nowait: bool = False,
+    ) -> FetchData | WouldBlock | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` (Kafka's ``read``).
 
         ``None`` when ``start_offset`` is beyond the last offset of the segment.
         With ``min_one_message`` the first batch is returned even if larger than
         ``max_bytes``; without it such a batch gives empty ``data`` and
         ``first_entry_incomplete``. Reading stops at ``max_position`` (default:
-        the current size). At most one executor hop (none when the bytes are in
-        the page cache). Decode with :meth:`FetchData.records`.
+        the current size). Blocking; with ``nowait``, page cache only:
+        :data:`WOULD_BLOCK` when it would wait for the disk (the engine then
+        makes the same read in one thread hop). Decode with :meth:`FetchData.records`.
 
         Raises:
             ValueError: ``max_bytes`` is negative.
@@ -1348,7 +1376,9 @@ class LogSegment:
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         self._check_open()
-        offset_index = await self._loaded_offset_index()
+        offset_index = self._read_offset_index(nowait)
+        if offset_index is WOULD_BLOCK:
+            return WOULD_BLOCK
         span = offset_index.ceiling_span(start_offset) if offset_index else None
         followed = self._follow_floor(start_offset)  # a follower's own entry (taken on the loop)
         tail = self._tail
@@ -1406,7 +1436,7 @@ class LogSegment:
             view = buf.toreadonly()[: _whole_batches_length(buf, first_size)]
             return FetchData(metadata, view, max_bytes=max_bytes if first_size > max_bytes else None)
 
-        return await self._run_read(work)
+        return self._run_read(work, nowait)
 
     def _placed_window(
         self, start_offset: int, max_bytes: int, *, one_batch: bool
@@ -1523,19 +1553,24 @@ class LogSegment:
             max_bytes if first_size > max_bytes else None,
         ))
 
-    async def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> TimestampOffset | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0, *, nowait: bool = False
+    ) -> TimestampOffset | WouldBlock | None:
         """The earliest record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``, or ``None``.
 
         Correct with out-of-order timestamps: the time index gives a batch
         before which every timestamp is smaller; batches whose max timestamp
         is below the target are skipped by their header, without decoding.
+        Blocking; with ``nowait``, page cache only (:data:`WOULD_BLOCK`).
 
         Raises:
             CorruptRecordError: a batch on the way fails its checks.
             StorageError, ClosedError.
         """
         self._check_open()
-        indexes = await self._read_indexes()
+        if nowait and not self._read_indexes_ready():
+            return WOULD_BLOCK
+        indexes = self._read_indexes()
         target = starting_offset  # every record before target's batch has a smaller timestamp
         # The time-index entry the search starts from, checked when the walk meets the batch it names.
         time_entry: TimestampOffset | None = None
@@ -1604,10 +1639,14 @@ class LogSegment:
                 assert not isinstance(found, str)
             return found
 
-        return await self._run_read(work)
+        return self._run_read(work, nowait)
 
-    async def read_next_offset(self) -> int:
+    def read_next_offset(self, *, nowait: bool = False) -> int | WouldBlock:
         """The offset after the last batch (``base_offset`` when empty).
+
+        Blocking; with ``nowait``, page cache only (:data:`WOULD_BLOCK`). An
+        answer is kept for the size it was found at: an append (which knows
+        its own next offset) finishing meanwhile is never undone by it.
 
         Raises:
             CorruptRecordError: a batch header on the way is corrupt.
@@ -1616,29 +1655,30 @@ class LogSegment:
         self._check_open()
         if self._next_offset is not None:
             return self._next_offset
-        offset_index = await self._loaded_offset_index()
-        # Both bounds are taken here, on the loop, together: an append finishing while the read runs
-        # in a thread must not move the start (the last index entry) past the end.
+        # Both bounds are taken together, before the walk: an append finishing while it runs must not
+        # move the start (the last index entry) past the end.
         end = self._log.size
-        entry = offset_index.lookup(offset_index.last_offset) if offset_index else None
-        start, entry_offset = (entry.position, entry.offset) if entry is not None else (0, None)
-        next_offset = await self._run_read(partial(self._walk_to_end, start, end, entry_offset))
-        if end == self._log.size:  # nothing appended meanwhile: the answer is still current
-            self._next_offset = next_offset
+        found = self._found_next_offset
+        if found is not None and found[0] == end:
+            return found[1]
+        offset_index = self._read_offset_index(nowait)
+        if offset_index is WOULD_BLOCK:
+            return WOULD_BLOCK
+        start, entry_offset = 0, None
+        if offset_index:
+            # The last entry below `end`: an append published since `end` was taken (on the loop, while
+            # this runs in a thread) may have added entries past it.
+            slot = offset_index.entries - 1
+            while slot >= 0 and (entry := offset_index.entry(slot)).position >= end:
+                slot -= 1
+            if slot >= 0:
+                start, entry_offset = entry.position, entry.offset
+        next_offset = self._run_read(partial(self._walk_to_end, start, end, entry_offset), nowait)
+        if next_offset is not WOULD_BLOCK:
+            # Keyed by the size it holds for (this may run in a thread while an append is published on
+            # the loop): a stale answer is never taken for the current one.
+            self._found_next_offset = (end, next_offset)
         return next_offset
-
-    def read_next_offset_in_thread(self) -> int:
-        """The blocking form of :meth:`read_next_offset`, for a caller already in a thread (open)."""
-        self._check_open()
-        if self._next_offset is None:
-            indexes = self._read_indexes_in_thread()
-            offset_index = None if indexes is None else indexes[0]
-            entry = offset_index.lookup(offset_index.last_offset) if offset_index else None
-            start, entry_offset = (entry.position, entry.offset) if entry is not None else (0, None)
-            self._next_offset = self._log.read(
-                partial(self._walk_to_end, start, self._log.size, entry_offset)
-            )
-        return self._next_offset
 
     def _walk_to_end(self, start: int, end: int, entry_offset: int | None, pread: PRead) -> int:
         next_offset = self._base_offset
@@ -1647,23 +1687,24 @@ class LogSegment:
             next_offset = header.next_offset
         return next_offset
 
-    async def has_overflow(self) -> bool:
-        """Whether the segment holds an offset not representable relative to its base (Kafka)."""
-        next_offset = await self.read_next_offset()
+    def has_overflow(self) -> bool:
+        """Whether the segment holds an offset not representable relative to its base (Kafka); blocking."""
+        next_offset = self.read_next_offset()
+        assert next_offset is not WOULD_BLOCK
         return next_offset > self._base_offset and next_offset - 1 - self._base_offset > INT32_MAX
 
     # ------------------------------------------------------------------------------ following
 
     @property
     def followed(self) -> bool:
-        """Whether a follower tracks this read-only segment's growth (:meth:`begin_follow_in_thread`)."""
+        """Whether a follower tracks this read-only segment's growth (:meth:`begin_follow`)."""
         return self._followed is not None
 
-    def begin_follow_in_thread(self, *, trust_indexes: bool) -> None:
+    def begin_follow(self, *, trust_indexes: bool) -> None:
         """Start following this read-only segment, which another process may be appending to; blocking.
 
         The logical size drops to a point up to which the batches are trusted
-        without a new scan; :meth:`follow_in_thread` then validates (CRC-32C)
+        without a new scan; :meth:`follow` then validates (CRC-32C)
         everything after it. With ``trust_indexes`` and both index files
         present and passing their check, that point is the offset-index floor
         of the time index's last entry (where Kafka's ``loadLargestTimestamp``
@@ -1699,7 +1740,7 @@ class LogSegment:
         self._tail = None
         self._log.follow_size(start)
 
-    def follow_in_thread(self, max_batch_bytes: int, limit_bytes: int) -> FollowScan:
+    def follow(self, max_batch_bytes: int, limit_bytes: int) -> FollowScan:
         """Validate the batches written after the logical end of a followed segment; blocking, changes nothing.
 
         Reads from the logical end up to the file's current length (at most
@@ -1717,13 +1758,13 @@ class LogSegment:
         """
         followed = self._followed
         if followed is None:
-            raise ValueError(f"{self._log.path}: not followed; call begin_follow_in_thread first")
+            raise ValueError(f"{self._log.path}: not followed; call begin_follow first")
         start = self._log.size
         # The offset the next batch must have: known once something was validated (or from the start of
         # the file); a follow that began at an index entry's batch only knows it is this segment's.
         first_offset = self._next_offset if self._next_offset is not None or start > 0 else self._base_offset
         known_max_ts = self._max_timestamp_so_far
-        assert known_max_ts is not None  # set by begin_follow_in_thread
+        assert known_max_ts is not None  # set by begin_follow
         interval = self._index_interval_bytes
         base_offset = self._base_offset
 
@@ -1770,7 +1811,7 @@ class LogSegment:
         return self._log.read_unvalidated(work)
 
     def apply_follow(self, scan: FollowScan) -> None:
-        """Make what :meth:`follow_in_thread` validated visible to readers; no I/O.
+        """Make what :meth:`follow` validated visible to readers; no I/O.
 
         On the event loop (or before anyone else holds the segment): the index
         entries come first, the logical size last.
@@ -1851,48 +1892,38 @@ class LogSegment:
             or not 0 <= params.max_offset_in_messages - self._base_offset <= INT32_MAX
         )
 
-    async def on_become_inactive(self) -> None:
-        """At roll: write the final time-index entry, trim both indexes and a preallocated ``.log``.
+    def on_become_inactive(self) -> None:
+        """At roll: write the final time-index entry, trim both indexes and a preallocated ``.log``; blocking.
 
         Raises:
             StorageError: a trim failed.
         """
         self._check_writable()
-        offset_index, time_index = await self._indexes()
+        offset_index, time_index = self._indexes()
         assert self._max_timestamp_so_far is not None
-        max_ts, max_ts_offset = self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
-
-        def work() -> None:
-            _final_time_entry(time_index, max_ts, max_ts_offset)
-            offset_index.trim_to_valid_size()
-            time_index.trim_to_valid_size()
-            self._log.trim()
-
-        await in_thread(work)
+        _final_time_entry(time_index, self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far)
+        offset_index.trim_to_valid_size()
+        time_index.trim_to_valid_size()
+        self._log.trim()
 
     # ------------------------------------------------------------------------------ durability
 
-    async def flush(self) -> None:
-        """``fdatasync`` the ``.log`` and flush the loaded indexes, in one hop.
+    def flush(self) -> None:
+        """``fdatasync`` the ``.log`` and flush the loaded indexes; blocking.
 
         Raises:
             StorageError: a sync failed.
         """
         self._check_open()
-        log = self._log
-
-        def work() -> None:
-            log.fsync()
-            for lazy in (self._offset_index, self._time_index):
-                if lazy.is_loaded:
-                    lazy.get().flush()
-            self._txn_index.flush()
-
-        await in_thread(work)
+        self._log.fsync()
+        for lazy in (self._offset_index, self._time_index):
+            if lazy.is_loaded:
+                lazy.get().flush()
+        self._txn_index.flush()
 
     # ------------------------------------------------------------------------------ truncation
 
-    async def truncate_to(self, offset: int, *, now_ms: int) -> int:
+    def truncate_to(self, offset: int, *, now_ms: int) -> int:
         """Remove every batch whose last offset is ≥ ``offset``; returns the bytes removed.
 
         The cut is at the start of the batch holding ``offset`` (whole batches
@@ -1900,48 +1931,41 @@ class LogSegment:
         indexes are truncated and grown back to ``max_index_size``; an emptied
         segment restarts its roll clock at ``now_ms``; the largest timestamp is
         re-derived from what remains. An offset beyond the segment changes
-        nothing (returns 0).
+        nothing (returns 0). Blocking.
 
         Raises:
             StorageError, ClosedError, CorruptRecordError (a header on the way).
         """
         self._check_writable()
-        offset_index, time_index = await self._indexes()
-        located = await self.translate_offset(offset)
-        self._check_writable()
+        offset_index, time_index = self._indexes()
+        located = self.translate_offset(offset)
+        assert located is not WOULD_BLOCK
+        offset_index.truncate_to(offset)
+        time_index.truncate_to(offset)
+        self._txn_index.truncate_to(offset)
+        offset_index.resize(self._max_index_size)
+        time_index.resize(self._max_index_size)
+        self._index_files_existed = (False, False)
+        removed = 0
+        if located is not None:
+            removed = self._log.size - located.position
+            self._log.truncate(located.position)
+        if self._log.size == 0:
+            self._created_ms = now_ms
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._next_offset = None
+        self._tail = None
+        self._reload_largest_timestamp(offset_index, time_index)
+        if self._log.size > 0 and self._rolling_based_timestamp is None:
+            # Opened in bulk without its first header (only the active segment needed it then):
+            # read it now that this segment may become the active one (Kafka loads it lazily).
+            head = self._log.pread(0, HEADER_SIZE)
+            if len(head) == HEADER_SIZE:
+                self._rolling_based_timestamp = read_header(head).max_timestamp
+        return removed
 
-        def cut_indexes() -> None:
-            offset_index.truncate_to(offset)
-            time_index.truncate_to(offset)
-            self._txn_index.truncate_to(offset)
-            offset_index.resize(self._max_index_size)
-            time_index.resize(self._max_index_size)
-
-        async def work() -> int:
-            await in_thread(cut_indexes)
-            self._index_files_existed = (False, False)
-            removed = 0
-            if located is not None:
-                removed = self._log.size - located.position
-                await in_thread(self._log.truncate, located.position)
-            if self._log.size == 0:
-                self._created_ms = now_ms
-                self._rolling_based_timestamp = None
-            self._bytes_since_last_index_entry = 0
-            self._next_offset = None
-            self._tail = None
-            await self._reload_largest_timestamp(offset_index, time_index)
-            if self._log.size > 0 and self._rolling_based_timestamp is None:
-                # Opened in bulk without its first header (only the active segment needed it then):
-                # read it now that this segment may become the active one (Kafka loads it lazily).
-                head = await in_thread(self._log.pread, 0, HEADER_SIZE)
-                if len(head) == HEADER_SIZE:
-                    self._rolling_based_timestamp = read_header(head).max_timestamp
-            return removed
-
-        return await run_to_completion(work())
-
-    async def _reload_largest_timestamp(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
+    def _reload_largest_timestamp(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
         # Kafka's loadLargestTimestamp: the last time-index entry, then any larger batch after it.
         last = time_index.last_entry
         floor = offset_index.lookup(last.offset)
@@ -1956,17 +1980,15 @@ class LogSegment:
                     max_ts, max_ts_offset = header.max_timestamp, header.last_offset
             return max_ts, max_ts_offset
 
-        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = await self._run_read(work)
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = self._log.read(work)
 
     # ------------------------------------------------------------------------------ recovery
 
-    async def recover(
-        self, max_batch_bytes: int, progress: Callable[[int, int], object] | None = None
-    ) -> int:
+    def recover(self, max_batch_bytes: int, progress: Callable[[int, int], object] | None = None) -> int:
         """Validate every batch, cut a torn or corrupt tail, rebuild the indexes; returns the bytes cut.
 
-        Runs the scan in an executor thread, reading 4 MiB chunks, so the event
-        loop keeps running meanwhile (the loop gets the GIL at least every 5 ms).
+        Blocking: the engine runs it in a thread, which reads 4 MiB chunks, so
+        the event loop keeps running meanwhile (it gets the GIL at least every 5 ms).
         Each batch is checked (header, length ≤ ``max_batch_bytes``, CRC-32C,
         increasing offsets from the base offset); the first bad or incomplete
         batch and everything after it is truncated: a torn tail is a crash, not
@@ -1974,8 +1996,8 @@ class LogSegment:
         the transaction index is emptied (the engine writes its entries back
         from the producer-state replay that follows, when this scan met a
         marker: ``recovered_markers``). ``progress(bytes_done, bytes_total)``
-        is called on the event loop.
-        The segment must not be used by anyone else meanwhile.
+        is called in the thread that recovers. The segment must not be used by
+        anyone else meanwhile.
 
         Raises:
             SegmentOffsetOverflowError: a valid batch's offsets are out of the
@@ -1988,14 +2010,10 @@ class LogSegment:
             # the active segment's indexes preallocated and sparse, and a mapping touches every slot
             # of an existing file (it is all entries until rebuilt), so each would first have to be
             # allocated whole: 2 x segment_index_bytes of disk for nothing, maybe on a full disk.
-            await in_thread(self._delete_index_files)
-        offset_index, time_index = await self._load_indexes(check=False)
-        loop = asyncio.get_running_loop()
+            self._delete_index_files()
+        offset_index, time_index = self._load_indexes(check=False)
         total = self._log.size
-
-        def report(done: int) -> None:
-            if progress is not None:
-                loop.call_soon_threadsafe(progress, done, total)
+        report = None if progress is None else partial(_report_progress, progress, total)
 
         def scan(pread: PRead) -> _ScanOutcome:
             # Emptied here, not by every index rebuild: its entries come back only from the engine's
@@ -2003,15 +2021,12 @@ class LogSegment:
             self._txn_index.reset()
             return self._rebuild_indexes(offset_index, time_index, max_batch_bytes, total, report, pread)
 
-        async def work() -> int:
-            outcome = await in_thread(self._log.read, scan)
-            truncated = self._log.size - outcome.valid
-            if truncated:
-                await in_thread(self._log.truncate, outcome.valid)
-            self._apply_scan(outcome)
-            return truncated
-
-        return await run_to_completion(work())
+        outcome = self._log.read(scan)
+        truncated = self._log.size - outcome.valid
+        if truncated:
+            self._log.truncate(outcome.valid)
+        self._apply_scan(outcome)
+        return truncated
 
     def _delete_index_files(self) -> None:
         with self._load_lock:
@@ -2087,11 +2102,11 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------ renames
 
-    async def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename all four files from ``<name><old_suffix>`` to ``<name><new_suffix>`` (e.g. ``""`` → ``".deleted"``).
 
         Index files that do not exist yet are not created; the segment follows
-        the new names. The directory is fsynced once.
+        the new names. The directory is fsynced after all four. Blocking.
 
         Raises:
             ValueError: a file name does not end with ``old_suffix``.
@@ -2109,16 +2124,11 @@ class LogSegment:
             renamed(p)
             for p in (self._log.path, self._offset_index.path, self._time_index.path, self._txn_index.path)
         ]
-        log = self._log
-
-        def work() -> None:
-            log.rename(targets[0])
-            self._offset_index.rename_to(targets[1])
-            self._time_index.rename_to(targets[2])
-            self._txn_index.rename_to(targets[3])
-
-        await run_to_completion(in_thread(work))
-        await fsync_dir(targets[0].parent, ops=log.ops)
+        self._log.rename(targets[0])
+        self._offset_index.rename_to(targets[1])
+        self._time_index.rename_to(targets[2])
+        self._txn_index.rename_to(targets[3])
+        self._log.sync_directory()
 
     def update_parent_dir(self, directory: Path | str) -> None:
         """Follow the files to ``directory`` after the whole directory was moved; no I/O."""

@@ -37,7 +37,7 @@ async def test_concurrent_reads_of_a_segment_with_a_corrupt_index_share_one_rebu
     arrived = 0
     all_arrived = threading.Event()
     rebuilds = 0
-    load = LogSegment._read_indexes_in_thread
+    load = LogSegment._load_read_indexes
     rebuild = LogSegment._rebuild_indexes
 
     def counted_load(self: LogSegment) -> Any:
@@ -58,7 +58,7 @@ async def test_concurrent_reads_of_a_segment_with_a_corrupt_index_share_one_rebu
             assert all_arrived.wait(60), f"only {arrived} of {READERS + 1} readers came to load the indexes"
         return rebuild(self, *args)
 
-    monkeypatch.setattr(LogSegment, "_read_indexes_in_thread", counted_load)
+    monkeypatch.setattr(LogSegment, "_load_read_indexes", counted_load)
     monkeypatch.setattr(LogSegment, "_rebuild_indexes", held_rebuild)
     problems: list[str] = []
     async with Engine.open(tmp_path, CONFIG) as engine:

@@ -189,7 +189,7 @@ async def test_a_base_exception_in_the_follow_up_work_does_not_fail_a_written_ap
     reopened = await open_segment(True)
     try:
         assert reopened.size == size
-        assert await reopened.read_next_offset() == 3
+        assert reopened.read_next_offset() == 3
     finally:
         reopened.close()
 
@@ -240,7 +240,7 @@ async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
         await segment.append([batch(2, "c")])
         # As when the entries have used up half of the prepared span: the next append prepares again.
         segment._offset_index.get()._prepared = segment._time_index.get()._prepared = 0
-        offset = await segment.read_next_offset()
+        offset = segment.read_next_offset()
         lock = _watch_lock(segment._offset_index.get())
         gated.armed = True
         append = asyncio.ensure_future(segment.append([batch(offset, "e")]))

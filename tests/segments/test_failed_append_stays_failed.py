@@ -31,14 +31,14 @@ async def test_a_failed_append_on_a_preallocated_log_is_not_recovered_after_a_cr
     assert seg.size == len(batch(0, "x"))
     # the producer retries / another producer writes offset 1 (same size as FAILED-1)
     await seg.append([batch(1, "retry-01")], fsync=True)
-    assert await seg.read_next_offset() == 2
+    assert seg.read_next_offset() == 2
     # crash: nothing trimmed
     seg.close_handlers()
     seg2 = LogSegment.open(tmp_path, 0, file_already_exists=True, ops=ops, **KW)
     try:
-        await seg2.recover(max_batch_bytes=1 << 20)
-        values = [r.value for r in (await seg2.read(0, 1 << 20)).records()]
+        seg2.recover(max_batch_bytes=1 << 20)
+        values = [r.value for r in (seg2.read(0, 1 << 20)).records()]
         assert b"FAILED-2" not in values, values
-        assert await seg2.read_next_offset() == 2
+        assert seg2.read_next_offset() == 2
     finally:
         seg2.close()

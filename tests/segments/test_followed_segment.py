@@ -22,12 +22,12 @@ async def _followed(path: Path) -> LogSegment:
     segment = await in_thread(
         LogSegment.open, path, 0, file_already_exists=True, writable=False, index_files_existed=(False, False), **KW
     )
-    await in_thread(segment.begin_follow_in_thread, trust_indexes=False)
+    await in_thread(segment.begin_follow, trust_indexes=False)
     return segment
 
 
 async def _follow(segment: LogSegment, limit: int = 1 << 30) -> bool:
-    scan = await in_thread(segment.follow_in_thread, MAX_BATCH, limit)
+    scan = await in_thread(segment.follow, MAX_BATCH, limit)
     if not scan.restart:
         segment.apply_follow(scan)
     return scan.restart
@@ -41,13 +41,13 @@ async def test_the_view_ends_at_the_last_complete_crc_valid_batch_and_grows_with
     try:
         assert not await _follow(segment)
         assert segment.size == len(first)
-        assert await segment.read_next_offset() == 2
+        assert segment.read_next_offset() == 2
         with open(log, "r+b") as f:
             f.seek(len(first))
             f.write(second)
         assert not await _follow(segment)
         assert segment.size == len(first) + len(second)
-        got = await segment.read(2, 1000)
+        got = segment.read(2, 1000)
         assert got is not None and [r.value for r in got.records()] == [b"c"]
         assert log.stat().st_size == len(first) + 30 + 4000  # nothing was cut or written
     finally:
@@ -81,12 +81,12 @@ async def test_reads_deep_in_a_followed_segment_start_from_the_followers_own_ent
         assert not await _follow(segment)
         floor = segment._follow_floor(250)
         assert floor is not None and floor[0] > 0 and floor[1] <= 250
-        got = await segment.read(250, 1, min_one_message=True)
+        got = segment.read(250, 1, min_one_message=True)
         assert got is not None and [r.value for r in got.records()] == [b"v250"]
         assert segment._follow_time_floor(1250) is not None
-        found = await segment.find_offset_by_timestamp(1250)
+        found = segment.find_offset_by_timestamp(1250)
         assert found is not None and (found.offset, found.timestamp) == (250, 1250)
-        assert (await segment.read_max_timestamp_and_offset_so_far()) == (1299, 299)
+        assert (segment.read_max_timestamp_and_offset_so_far()) == (1299, 299)
     finally:
         segment.close()
 
@@ -96,16 +96,16 @@ async def test_a_scan_stops_at_its_byte_limit_and_says_there_is_more(tmp_path: P
     log.write_bytes(b"".join(batch(i, f"v{i:03d}") for i in range(20)))
     segment = await _followed(tmp_path)
     try:
-        scan = await in_thread(segment.follow_in_thread, MAX_BATCH, 200)
+        scan = await in_thread(segment.follow, MAX_BATCH, 200)
         assert scan.more and 0 < scan.valid_end < log.stat().st_size
         segment.apply_follow(scan)
-        scan = await in_thread(segment.follow_in_thread, MAX_BATCH, 1 << 30)
+        scan = await in_thread(segment.follow, MAX_BATCH, 1 << 30)
         assert not scan.more and scan.valid_end == log.stat().st_size and scan.next_offset == 20
         big = batch(20, "x" * 1000)  # one batch larger than the limit is read whole
         with open(log, "ab") as f:
             f.write(big)
         segment.apply_follow(scan)
-        scan = await in_thread(segment.follow_in_thread, MAX_BATCH, 200)
+        scan = await in_thread(segment.follow, MAX_BATCH, 200)
         assert scan.next_offset == 21 and not scan.more
     finally:
         segment.close()
@@ -115,7 +115,7 @@ async def test_only_a_read_only_segment_is_followed(tmp_path: Path) -> None:
     segment = LogSegment.open(tmp_path, 0, **KW)  # type: ignore[arg-type]
     try:
         with pytest.raises(ValueError, match="read-only"):
-            await in_thread(segment.begin_follow_in_thread, trust_indexes=False)
+            await in_thread(segment.begin_follow, trust_indexes=False)
         with pytest.raises(ValueError, match="follower"):
             segment._log.follow_size(0)
     finally:

@@ -48,11 +48,11 @@ async def test_an_append_whose_index_space_cannot_be_had_fails_before_the_log_is
     assert no_space.refused
     assert segment.size == size
     assert segment.log_path.stat().st_size == log_length, "the .log was written although the append failed"
-    assert await segment.read_next_offset() == 1
+    assert segment.read_next_offset() == 1
     no_space.full = False
     await segment.append([batch(1, "second")])  # space is back: the same offsets go in
-    assert await segment.read_next_offset() == 2
-    located = await segment.translate_offset(1)
+    assert segment.read_next_offset() == 2
+    located = segment.translate_offset(1)
     assert located is not None and located.position == size
 
 
@@ -91,11 +91,11 @@ async def test_recovery_does_not_allocate_the_crash_left_indexes_it_rebuilds(tmp
     no_space.full = True
     reopened = await open_segment(True)
     try:
-        assert await reopened.recover(1 << 20) == 0
-        assert await reopened.read_next_offset() == 20
-        located = await reopened.translate_offset(13)
+        assert reopened.recover(1 << 20) == 0
+        assert reopened.read_next_offset() == 20
+        located = reopened.translate_offset(13)
         assert located is not None and located.header.base_offset == 13
-        found = await reopened.find_offset_by_timestamp(1013)
+        found = reopened.find_offset_by_timestamp(1013)
         assert found is not None and found.offset == 13
     finally:
         reopened.close()

@@ -29,7 +29,7 @@ INT_MAX = 2**31 - 1
 
 
 async def values_read(seg: LogSegment, offset: int, max_bytes: int, **kw: object) -> list[tuple[int, bytes]] | None:
-    got = await seg.read(offset, max_bytes, **kw)  # type: ignore[arg-type]
+    got = seg.read(offset, max_bytes, **kw)  # type: ignore[arg-type]
     if got is None:
         return None
     return [(r.offset, r.value or b"") for r in got.records()]
@@ -50,15 +50,15 @@ async def test_overflow_is_checked_before_writing(make_segment: SegmentFactory) 
     seg = await make_segment(0)
     with pytest.raises(SegmentOffsetOverflowError):
         await seg.append([batch(0, "ok"), batch(INT_MAX + 5, "too far")])
-    assert seg.size == 0 and await seg.read_next_offset() == 0
+    assert seg.size == 0 and seg.read_next_offset() == 0
     await seg.append([batch(0, "ok"), batch(INT_MAX, "last one that fits")])
-    assert await seg.read_next_offset() == INT_MAX + 1
-    assert not await seg.has_overflow()
+    assert seg.read_next_offset() == INT_MAX + 1
+    assert not seg.has_overflow()
 
 
 async def test_ls2_read_on_empty_segment(make_segment: SegmentFactory) -> None:
     seg = await make_segment(40)
-    assert await seg.read(40, 300) is None
+    assert seg.read(40, 300) is None
 
 
 # LS-3 and LS-5 (Kafka: a read before the first offset, or from a gap, returns the next batch) hold
@@ -71,13 +71,13 @@ async def test_ls3_a_first_batch_above_the_segment_base_offset_is_refused_when_r
     seg = await make_segment(40)
     await seg.append([batch(50, "hello", "there", "little", "bee")])
     with pytest.raises(CorruptRecordError, match=r"offsets 40\.\.49 missing"):
-        await seg.read(41, 300)
+        seg.read(41, 300)
 
 
 async def test_ls4_read_after_last_offset(make_segment: SegmentFactory) -> None:
     seg = await make_segment(50)
     await seg.append([batch(50, "hello", "there")])
-    assert await seg.read(52, 200) is None
+    assert seg.read(52, 200) is None
 
 
 async def test_ls5_a_gap_between_batches_is_refused_when_read(make_segment: SegmentFactory) -> None:
@@ -85,7 +85,7 @@ async def test_ls5_a_gap_between_batches_is_refused_when_read(make_segment: Segm
     await seg.append([batch(50, "hello", "there")])
     await seg.append([batch(60, "alpha", "beta")])
     with pytest.raises(CorruptRecordError, match=r"offsets 52\.\.59 missing"):
-        await seg.read(55, 200)
+        seg.read(55, 200)
 
 
 async def test_ls6_read_offset_metadata_with_max_bytes_1(make_segment: SegmentFactory) -> None:
@@ -94,28 +94,28 @@ async def test_ls6_read_offset_metadata_with_max_bytes_1(make_segment: SegmentFa
     await seg.append([first])
     await seg.append([second])
     for offset, position in ((48, 0), (50, 0), (51, size_of(first))):
-        got = await seg.read(offset, 1)
+        got = seg.read(offset, 1)
         assert got is not None
         assert got.offset_metadata == LogOffsetMetadata(offset, 50, position)
         assert (got.data, got.first_entry_incomplete) == (b"", True)
-    assert await seg.read(52, 1) is None
-    assert await seg.read(53, 1) is None
+    assert seg.read(52, 1) is None
+    assert seg.read(53, 1) is None
 
 
 async def test_read_min_one_message_max_position_and_whole_batches(make_segment: SegmentFactory) -> None:
     seg = await make_segment(0)
     b0, b1, b2 = batch(0, "a" * 100), batch(1, "b" * 100), batch(2, "c" * 100)
     await seg.append([b0, b1, b2])
-    got = await seg.read(0, 10, min_one_message=True)
+    got = seg.read(0, 10, min_one_message=True)
     assert got is not None and got.data == b0  # at least one whole batch
-    got = await seg.read(0, len(b0) + len(b1) - 1)
+    got = seg.read(0, len(b0) + len(b1) - 1)
     assert got is not None and got.data == b0  # never a partial batch
-    got = await seg.read(1, 10_000, max_position=len(b0) + len(b1))
+    got = seg.read(1, 10_000, max_position=len(b0) + len(b1))
     assert got is not None and got.data == b1
-    got = await seg.read(0, 0)
+    got = seg.read(0, 0)
     assert got is not None and (got.data, got.first_entry_incomplete) == (b"", False)
     with pytest.raises(ValueError, match="max_bytes"):
-        await seg.read(0, -1)
+        seg.read(0, -1)
 
 
 async def test_ls7_truncate_loop(make_segment: SegmentFactory) -> None:
@@ -125,20 +125,20 @@ async def test_ls7_truncate_loop(make_segment: SegmentFactory) -> None:
         await seg.append([batch(offset, "hello")])
         await seg.append([batch(offset + 1, "hello")])
         assert [o for o, _ in await values_read(seg, offset, 10_000) or []] == [offset, offset + 1]
-        assert await seg.truncate_to(offset + 1, now_ms=0) == size_of(batch(offset + 1, "hello"))
+        assert seg.truncate_to(offset + 1, now_ms=0) == size_of(batch(offset + 1, "hello"))
         assert [o for o, _ in await values_read(seg, offset, 10_000) or []] == [offset]
         offset += 1
 
 
 async def test_ls8_truncate_reopened_empty_segment(make_segment: SegmentFactory, tmp_path: Path) -> None:
     seg = await make_segment(0, now_ms=0)
-    await seg.sanity_check()  # loads (creates) both indexes
+    seg.sanity_check()  # loads (creates) both indexes
     seg.close()
     assert (tmp_path / "00000000000000000000.index").stat().st_size == 0  # trimmed on close
     seg = await make_segment(0, now_ms=1000, file_already_exists=True)
     params = RollParams(300_000, INT_MAX, -1, 100, 1024, 1500)
     assert seg.should_roll(params)  # a reopened index is exactly as long as its entries: full
-    await seg.truncate_to(57, now_ms=1500)
+    seg.truncate_to(57, now_ms=1500)
     assert seg.time_waited_for_roll(1500, -1) == 0
     assert not seg.should_roll(params)  # indexes resized back to max_index_size
     assert not seg.should_roll(params._replace(now_ms=1500 + 300_001))  # empty: never rolls for time
@@ -151,13 +151,13 @@ async def test_ls9_reload_largest_timestamp_and_next_offset_after_truncation(mak
     seg = await make_segment(40, index_interval_bytes=2 * one - 1)
     for offset in range(40, 70):
         await seg.append([batch(offset, "x")])
-    assert await seg.read_next_offset() == 70
-    time_index = (await seg._indexes())[1]
+    assert seg.read_next_offset() == 70
+    time_index = (seg._indexes())[1]
     assert time_index.entries == 14  # entries on appends #3, #5, ..., #29
-    await seg.truncate_to(41, now_ms=0)
+    seg.truncate_to(41, now_ms=0)
     assert time_index.entries == 0
-    assert await seg.largest_timestamp() == 400
-    assert await seg.read_next_offset() == 41
+    assert seg.largest_timestamp() == 400
+    assert seg.read_next_offset() == 41
 
 
 async def test_ls10_truncate_full_segment(make_segment: SegmentFactory) -> None:
@@ -165,12 +165,12 @@ async def test_ls10_truncate_full_segment(make_segment: SegmentFactory) -> None:
     first = batch(40, "hello", "there", ts=1000)
     await seg.append([first])
     assert seg.time_waited_for_roll(1500, 1500) == 500
-    await seg.truncate_to(0, now_ms=1500)
+    seg.truncate_to(0, now_ms=1500)
     assert seg.size == 0 and seg.time_waited_for_roll(1500, -1) == 0
     assert not seg.should_roll(RollParams(300_000, INT_MAX, 1500, 41, 100, 1500))
-    assert await seg.read(0, 1024) is None
+    assert seg.read(0, 1024) is None
     await seg.append([first])
-    assert await seg.read_next_offset() == 42
+    assert seg.read_next_offset() == 42
 
 
 async def test_ls11_find_offset_by_timestamp(make_segment: SegmentFactory) -> None:
@@ -178,14 +178,14 @@ async def test_ls11_find_offset_by_timestamp(make_segment: SegmentFactory) -> No
     seg = await make_segment(40, index_interval_bytes=2 * one - 1)
     for i in range(40, 50):
         await seg.append([batch(i, "x")])
-    assert await seg.largest_timestamp() == 490
+    assert seg.largest_timestamp() == 490
     expected = {420: 42, 421: 43, 430: 43, 431: 44, 491: None, 401: 41, 399: 40}
     for ts, offset in expected.items():
-        hit = await seg.find_offset_by_timestamp(ts)
+        hit = seg.find_offset_by_timestamp(ts)
         assert (hit.offset if hit else None) == offset, ts
-    hit = await seg.find_offset_by_timestamp(420)
+    hit = seg.find_offset_by_timestamp(420)
     assert hit is not None and hit.timestamp == 420
-    hit = await seg.find_offset_by_timestamp(0, starting_offset=45)
+    hit = seg.find_offset_by_timestamp(0, starting_offset=45)
     assert hit is not None and hit.offset == 45
 
 
@@ -198,18 +198,18 @@ async def test_find_offset_by_timestamp_with_out_of_order_timestamps(make_segmen
                                        timestamp_type=TimestampType.CREATE_TIME, now_ms=0)])
     for target in range(0, 100, 3):
         want = next((o for o, t in enumerate(stamps) if t >= target), None)
-        hit = await seg.find_offset_by_timestamp(target)
+        hit = seg.find_offset_by_timestamp(target)
         assert (hit.offset if hit else None) == want, target
         want = next((o for o, t in enumerate(stamps) if t >= target and o >= 3), None)
-        hit = await seg.find_offset_by_timestamp(target, starting_offset=3)
+        hit = seg.find_offset_by_timestamp(target, starting_offset=3)
         assert (hit.offset if hit else None) == want, target
 
 
 async def test_ls12_next_offset(make_segment: SegmentFactory) -> None:
     seg = await make_segment(40)
-    assert await seg.read_next_offset() == 40
+    assert seg.read_next_offset() == 40
     await seg.append([batch(50, "hello", "there", "you")])
-    assert await seg.read_next_offset() == 53
+    assert seg.read_next_offset() == 53
 
 
 async def test_next_offset_of_a_reopened_segment_is_read_from_the_log(
@@ -220,40 +220,40 @@ async def test_next_offset_of_a_reopened_segment_is_read_from_the_log(
         await seg.append([batch(i, "a", "b", "c")])
     seg.close()
     seg = await make_segment(0, file_already_exists=True)
-    assert await seg.read_next_offset() == 30
+    assert seg.read_next_offset() == 30
 
 
 async def test_ls13_change_file_suffixes(make_segment: SegmentFactory, tmp_path: Path) -> None:
     seg = await make_segment(40)
     old = [seg.log_path, seg.offset_index_path, seg.time_index_path, seg.txn_index_path]
     assert not seg.offset_index_path.exists() and not seg.time_index_path.exists()
-    await seg.change_file_suffixes("", ".deleted")
+    seg.change_file_suffixes("", ".deleted")
     new = [seg.log_path, seg.offset_index_path, seg.time_index_path, seg.txn_index_path]
     assert [str(p) for p in new] == [str(p) + ".deleted" for p in old]
     assert seg.has_suffix(".deleted") and seg.log_path.exists() and not old[0].exists()
     await seg.append([batch(40, "x")])  # appends follow the renamed file
     assert not seg.offset_index_path.exists()  # one batch: no index entry, no index file
-    assert await seg.find_offset_by_timestamp(0) is not None  # loads the indexes: created under the new names
+    assert seg.find_offset_by_timestamp(0) is not None  # loads the indexes: created under the new names
     assert seg.offset_index_path.exists() and seg.time_index_path.exists()
     with pytest.raises(ValueError, match="does not end with"):
-        await seg.change_file_suffixes(".cleaned", "")
+        seg.change_file_suffixes(".cleaned", "")
 
 
 async def test_ls14_recovery_fixes_corrupt_offset_index(make_segment: SegmentFactory, tmp_path: Path) -> None:
     seg = await make_segment(0, index_interval_bytes=10)
     for i in range(100):
         await seg.append([batch(i, "x")])
-    entries_before = (await seg._indexes())[0].entries
+    entries_before = (seg._indexes())[0].entries
     seg.close()
     index = tmp_path / "00000000000000000000.index"
     data = bytearray(index.read_bytes())
     data[5:] = bytes((i * 131 + 7) % 256 for i in range(len(data) - 5))
     index.write_bytes(bytes(data))
     seg = await make_segment(0, index_interval_bytes=10, file_already_exists=True)
-    assert await seg.recover(max_batch_bytes=1 << 20) == 0
-    assert (await seg._indexes())[0].entries == entries_before
+    assert seg.recover(max_batch_bytes=1 << 20) == 0
+    assert (seg._indexes())[0].entries == entries_before
     for i in range(100):
-        got = await seg.read(i, 1, min_one_message=True)
+        got = seg.read(i, 1, min_one_message=True)
         assert got is not None and got.records()[0].offset == i
 
 
@@ -267,12 +267,12 @@ async def test_ls17_recovery_fixes_corrupt_time_index(make_segment: SegmentFacto
     data[5:] = bytes((i * 97 + 3) % 256 for i in range(len(data) - 5))
     index.write_bytes(bytes(data))
     seg = await make_segment(0, index_interval_bytes=10, file_already_exists=True)
-    await seg.recover(max_batch_bytes=1 << 20)
+    seg.recover(max_batch_bytes=1 << 20)
     for i in range(100):
-        hit = await seg.find_offset_by_timestamp(i * 10)
+        hit = seg.find_offset_by_timestamp(i * 10)
         assert hit is not None and hit.offset == i
         if i < 99:
-            hit = await seg.find_offset_by_timestamp(i * 10 + 1)
+            hit = seg.find_offset_by_timestamp(i * 10 + 1)
             assert hit is not None and hit.offset == i + 1
 
 
@@ -294,11 +294,11 @@ async def test_ls18_recovery_with_corrupt_log(make_segment: SegmentFactory, tmp_
     data[start:] = rng.randbytes(len(data) - start)
     log.write_bytes(bytes(data))
     seg = await make_segment(0, file_already_exists=True)
-    assert await seg.recover(max_batch_bytes=1 << 20) == len(data) - positions[k]
+    assert seg.recover(max_batch_bytes=1 << 20) == len(data) - positions[k]
     assert seg.size == positions[k]
-    got = await seg.read(0, 1 << 20)
+    got = seg.read(0, 1 << 20)
     assert ([r.offset for r in got.records()] if got else []) == list(range(k))
-    assert await seg.read_next_offset() == k
+    assert seg.read_next_offset() == k
 
 
 async def test_ls19_ls20_preallocated_segment(make_segment: SegmentFactory, tmp_path: Path) -> None:
@@ -322,11 +322,11 @@ async def test_crash_with_a_preallocated_tail_is_cut_by_recovery(make_segment: S
     await seg.append([batch(0, "a", "b")])
     size = seg.size
     log = tmp_path / "00000000000000000000.log"
-    await seg.flush()
+    seg.flush()
     # "Crash": a second handle on the same files sees the untrimmed, zero-filled file.
     crashed = await make_segment(0, file_already_exists=True, directory=tmp_path)
     assert crashed.size == 1 << 20
-    assert await crashed.recover(max_batch_bytes=1 << 20) == (1 << 20) - size
+    assert crashed.recover(max_batch_bytes=1 << 20) == (1 << 20) - size
     assert log.stat().st_size == size
     assert await values_read(crashed, 0, 1000) == [(0, b"a"), (1, b"b")]
 
@@ -337,9 +337,9 @@ async def test_ls21_truncate_to_an_offset_inside_a_batch(make_segment: SegmentFa
     seg = await make_segment(40)
     await seg.append([batch(40, "first message")])
     await seg.append([batch(41, "message", "after")])
-    await seg.truncate_to(42, now_ms=0)
+    seg.truncate_to(42, now_ms=0)
     assert await values_read(seg, 0, 1000) == [(40, b"first message")]
-    assert await seg.truncate_to(1000, now_ms=0) == 0  # beyond the segment: nothing changes
+    assert seg.truncate_to(1000, now_ms=0) == 0  # beyond the segment: nothing changes
 
 
 async def test_ls23_first_batch_timestamp(make_segment: SegmentFactory) -> None:
@@ -361,7 +361,7 @@ async def test_ls24_read_up_to_a_max_offset(make_segment: SegmentFactory) -> Non
     for offset, value in ((50, "hello"), (51, "there"), (52, "beautiful")):
         await seg.append([batch(offset, value)])
     for offset in (50, 51, 52):
-        got = await seg.read(offset, 1024)
+        got = seg.read(offset, 1024)
         assert got is not None
         assert [r.offset for r in got.records(max_offset=offset + 1)] == [offset]
 
@@ -372,7 +372,7 @@ async def test_d1_index_interval_rule(make_segment: SegmentFactory) -> None:
     seg = await make_segment(0, index_interval_bytes=interval)
     for i in range(6):
         await seg.append([batch(i, "x")])
-    offset_index = (await seg._indexes())[0]
+    offset_index = (seg._indexes())[0]
     assert [offset_index.entry(n) for n in range(offset_index.entries)] == [(2, 2 * size), (4, 4 * size)]
 
 
@@ -383,7 +383,7 @@ async def test_index_entries_of_a_grouped_append_follow_the_same_rule(make_segme
         await one_by_one.append([batch(i, "x")])
     grouped = await make_segment(100, index_interval_bytes=size * 5 // 3)
     await grouped.append([batch(100 + i, "x") for i in range(9)])
-    a, b = (await one_by_one._indexes())[0], (await grouped._indexes())[0]
+    a, b = (one_by_one._indexes())[0], (grouped._indexes())[0]
     assert [(o, p) for o, p in (a.entry(n) for n in range(a.entries))] == [
         (o - 100, p) for o, p in (b.entry(n) for n in range(b.entries))
     ]
@@ -417,14 +417,14 @@ async def test_d5_should_roll_when_an_index_is_full(make_segment: SegmentFactory
     for i in range(3):
         assert not seg.should_roll(params)
         await seg.append([batch(i, "x", ts=i)])
-    offset_index, time_index = await seg._indexes()
+    offset_index, time_index = seg._indexes()
     assert (offset_index.entries, time_index.entries, time_index.is_full) == (2, 2, True)
     assert seg.should_roll(params)
     # max_index_size 48: the offset index (6 slots) fills first when timestamps do not grow.
     seg2 = await make_segment(100, index_interval_bytes=0, max_index_size=48)
     for i in range(7):
         await seg2.append([batch(100 + i, "x", ts=7)])
-    offset_index, time_index = await seg2._indexes()
+    offset_index, time_index = seg2._indexes()
     assert offset_index.is_full and not time_index.is_full
     assert seg2.should_roll(params._replace(max_offset_in_messages=107))
     await seg2.append([batch(107, "x", ts=8)])  # a full index takes no more entries; the append works
@@ -446,11 +446,11 @@ async def test_reopened_segment_is_full_until_its_indexes_are_resized(make_segme
     seg = await make_segment(0, index_interval_bytes=0, file_already_exists=True)
     params = RollParams(10**9, INT_MAX, 0, 5, 10, 0)
     assert seg.should_roll(params)
-    await seg.resize_indexes(1000)
+    seg.resize_indexes(1000)
     assert not seg.should_roll(params)
     await seg.append([batch(5, "x")])  # the byte counter restarts at 0 on open (Kafka): no entry yet
     await seg.append([batch(6, "x")])
-    assert (await seg._indexes())[0].entries == 5
+    assert (seg._indexes())[0].entries == 5
 
 
 async def test_on_become_inactive_trims_and_writes_the_last_time_entry(
@@ -459,12 +459,12 @@ async def test_on_become_inactive_trims_and_writes_the_last_time_entry(
     seg = await make_segment(0, index_interval_bytes=1 << 20, preallocate_bytes=1 << 16)
     await seg.append([batch(0, "a", ts=100)])
     await seg.append([batch(1, "b", ts=300)])
-    await seg.on_become_inactive()
+    seg.on_become_inactive()
     assert (tmp_path / "00000000000000000000.index").stat().st_size == 0
     assert (tmp_path / "00000000000000000000.timeindex").stat().st_size == 12  # (300, 1)
     assert (tmp_path / "00000000000000000000.log").stat().st_size == seg.size
-    assert (await seg.read_max_timestamp_and_offset_so_far()) == (300, 1)
-    assert await seg.largest_record_timestamp() == 300
+    assert (seg.read_max_timestamp_and_offset_so_far()) == (300, 1)
+    assert seg.largest_record_timestamp() == 300
 
 
 async def test_close_writes_the_final_time_index_entry(make_segment: SegmentFactory, tmp_path: Path) -> None:
@@ -476,13 +476,13 @@ async def test_close_writes_the_final_time_index_entry(make_segment: SegmentFact
     with pytest.raises(ClosedError, match="closed"):
         await seg.append([batch(2, "c")])
     with pytest.raises(ClosedError):
-        await seg.read(0, 100)
+        seg.read(0, 100)
 
 
 async def test_largest_timestamp_falls_back_to_mtime(make_segment: SegmentFactory) -> None:
     seg = await make_segment(0)
-    assert await seg.largest_record_timestamp() is None
-    assert await seg.largest_timestamp() > 1_600_000_000_000
+    assert seg.largest_record_timestamp() is None
+    assert seg.largest_timestamp() > 1_600_000_000_000
 
 
 async def test_delete_removes_every_file(make_segment: SegmentFactory, tmp_path: Path) -> None:
@@ -492,7 +492,7 @@ async def test_delete_removes_every_file(make_segment: SegmentFactory, tmp_path:
     assert sorted(await fileio.list_dir(tmp_path)) == [
         "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"
     ]
-    await seg.delete()
+    seg.delete()
     assert await fileio.list_dir(tmp_path) == []
     seg.close()  # idempotent after delete
 
@@ -509,7 +509,7 @@ async def test_read_only_segment(make_segment: SegmentFactory, tmp_path: Path) -
     with pytest.raises(ClosedError, match="read-only"):
         await ro.append([batch(2, "c")])
     with pytest.raises(ClosedError, match="read-only"):
-        await ro.recover(1 << 20)
+        ro.recover(1 << 20)
 
 
 async def test_append_refuses_buffers_that_are_not_one_batch(make_segment: SegmentFactory) -> None:
@@ -524,19 +524,19 @@ async def test_enospc_leaves_the_segment_as_it_was(make_segment: SegmentFactory)
     seg = await make_segment(0, index_interval_bytes=0, ops=ops)
     await seg.append([batch(0, "a")])
     await seg.append([batch(1, "b")])
-    size, entries = seg.size, (await seg._indexes())[0].entries
+    size, entries = seg.size, (seg._indexes())[0].entries
     ops.fail("pwritev", errno.ENOSPC, partial_bytes=50)
     with pytest.raises(StorageError, match="No space left on device"):
         await seg.append([batch(2, "c" * 200), batch(3, "d")])
     assert seg.size == size == seg.log_path.stat().st_size
-    assert (await seg._indexes())[0].entries == entries
-    assert await seg.read_next_offset() == 2
-    assert await seg.read(2, 1000) is None
+    assert (seg._indexes())[0].entries == entries
+    assert seg.read_next_offset() == 2
+    assert seg.read(2, 1000) is None
     await seg.append([batch(2, "c")])
     assert await values_read(seg, 0, 1000) == [(0, b"a"), (1, b"b"), (2, b"c")]
     seg.close()
     again = await make_segment(0, file_already_exists=True)
-    assert await again.recover(max_batch_bytes=1 << 20) == 0
+    assert again.recover(max_batch_bytes=1 << 20) == 0
 
 
 async def test_segment_files_are_named_by_base_offset(make_segment: SegmentFactory) -> None:
@@ -567,7 +567,7 @@ async def test_append_parts_writes_batches_split_into_header_and_body(make_segme
         parts += [head, body]
         headers.append(read_header(head))
     assert await seg.append_parts(parts, headers) == 0
-    got = await seg.read(0, 1 << 20)
+    got = seg.read(0, 1 << 20)
     assert got is not None
     assert [r.value for r in got.records()] == [b"a", b"b", b"c" * 5000]
     assert bytes(got.data) == b"".join(parts)
@@ -596,7 +596,7 @@ async def test_read_cached_answers_as_read_does_or_not_at_all(make_segment: Segm
         for max_bytes in (0, 1, 60, 700, 1 << 20):
             for max_position in (None, seg.size - 1):
                 asked += 1
-                slow = await seg.read(target, max_bytes, max_position=max_position, min_one_message=True)
+                slow = seg.read(target, max_bytes, max_position=max_position, min_one_message=True)
                 point = seg.read_records_cached(target, max_bytes, max_position)
                 if point is not None:
                     points += 1
@@ -631,7 +631,7 @@ async def test_read_cached_declines_before_the_indexes_are_checked(
     )
     try:
         assert reopened.read_cached(4, 1) is None  # the index files are not loaded and checked yet
-        got = await reopened.read(4, 1, min_one_message=True)  # loads and checks them
+        got = reopened.read(4, 1, min_one_message=True)  # loads and checks them
         assert got is not None and [r.offset for r in got.records()] == [4]
         cached = reopened.read_cached(4, 1)
         assert cached is not None and [r.offset for r in cached.records()] == [4]

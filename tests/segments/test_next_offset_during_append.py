@@ -1,15 +1,17 @@
 """read_next_offset during an append returns the next offset before or after that append, never
-another: its walk to the end of the log stays within the size it captured, also when it is re-run in
-an executor thread (bytes not in the page cache) after the append completed. (The walk used to look
-up the offset index's last entry in the thread, find the new append's entry past the captured end,
+another: its walk to the end of the log stays within the size it captured, also when it runs in a
+thread (bytes not in the page cache) while the append is published on the loop. (The walk used to
+look up the offset index's last entry after taking the size, find the new append's entry past it,
 see no batch, and return the base offset.) The executor's queue delay is simulated by holding the
-reader's job before it starts."""
+reader's job before it starts; the publication between the size and the lookup by a size taken
+before the last append."""
 import asyncio
 import concurrent.futures
 import threading
 
 from seghelpers import batch
 
+from seglog.engine.log import segment_read
 from seglog.segments.faults import Signal
 from seglog.segments.fileio import FileOps
 from seglog.segments.segment import LogSegment
@@ -43,7 +45,7 @@ async def test_read_next_offset_during_an_append_returns_the_end_before_or_after
     seg._next_offset = None       # as after open or truncate: not cached
     hold = threading.Event()
     ex.hold = hold
-    reader = asyncio.ensure_future(seg.read_next_offset())
+    reader = asyncio.ensure_future(segment_read(lambda nowait: seg.read_next_offset(nowait=nowait)))
     try:
         assert await ex.held.wait_async(60), "the reader's thread job never came"  # it captured `end`
         await seg.append([batch(10, "w"), batch(11, "w")])
@@ -53,3 +55,21 @@ async def test_read_next_offset_during_an_append_returns_the_end_before_or_after
     finally:
         hold.set()
         seg.close()
+
+
+def test_read_next_offset_ignores_index_entries_past_the_size_it_took_and_calls_none_a_lie(tmp_path):
+    async def scenario():
+        seg = LogSegment.open(tmp_path, 0, ops=NotCached(), **KW)
+        try:
+            for i in range(10):
+                await seg.append([batch(i, "v")])
+            before = seg.size
+            await seg.append([batch(10, "w"), batch(11, "w")])  # index_interval_bytes=0: entries for both
+            seg._next_offset = None
+            seg._log._size = before  # the size as a reader took it, before the append was published
+            assert seg.read_next_offset() == 10
+            assert seg._index_lie is None, "an entry published after the size was taken is no lie"
+        finally:
+            seg.close()
+
+    asyncio.run(scenario())

@@ -20,7 +20,7 @@ async def test_a_read_only_segment_refuses_to_change_file_suffixes(tmp_path):
     seg = await _ro(tmp_path)
     try:
         with pytest.raises(ClosedError):
-            await seg.change_file_suffixes("", ".deleted")
+            seg.change_file_suffixes("", ".deleted")
     finally:
         seg.close()
     assert (tmp_path / f"{0:020d}.log").exists()
@@ -28,6 +28,6 @@ async def test_a_read_only_segment_refuses_to_change_file_suffixes(tmp_path):
 async def test_a_read_only_segment_refuses_to_delete_its_files(tmp_path):
     seg = await _ro(tmp_path)
     with pytest.raises(ClosedError):
-        await seg.delete()
+        seg.delete()
     seg.close()
     assert (tmp_path / f"{0:020d}.log").exists()

@@ -20,7 +20,7 @@ async def _make(tmp_path, remove):
 async def test_find_offset_by_timestamp_scans_the_log_without_index_files(tmp_path):
     seg = await _make(tmp_path, [".index", ".timeindex"])
     try:
-        found = await seg.find_offset_by_timestamp(35)
+        found = seg.find_offset_by_timestamp(35)
         assert found is not None and found.offset == 4
     finally:
         seg.close()
@@ -28,14 +28,14 @@ async def test_find_offset_by_timestamp_scans_the_log_without_index_files(tmp_pa
 async def test_read_works_without_a_time_index_file(tmp_path):
     seg = await _make(tmp_path, [".timeindex"])
     try:
-        data = await seg.read(4, 10_000)
+        data = seg.read(4, 10_000)
         assert data is not None and data.records()[0].offset == 4
     finally:
         seg.close()
 
-async def test_read_next_offset_in_thread_works_without_a_time_index_file(tmp_path):
+async def test_read_next_offset_works_without_a_time_index_file(tmp_path):
     seg = await _make(tmp_path, [".timeindex"])
     try:
-        assert seg.read_next_offset_in_thread() == 10
+        assert seg.read_next_offset() == 10
     finally:
         seg.close()

@@ -24,15 +24,15 @@ async def test_recovery_keeps_batches_larger_than_a_chunk_and_cuts_only_the_torn
         f.truncate(full - 1000)  # tear the last (6 MiB) batch
     seg = LogSegment.open(tmp_path, 0, file_already_exists=True, **KW)
     try:
-        cut = await seg.recover(max_batch_bytes=16 * MiB)
+        cut = seg.recover(max_batch_bytes=16 * MiB)
         assert cut == len(bs[-1]) - 1000
         assert seg.size == sum(len(b) for b in bs[:-1])
-        assert await seg.read_next_offset() == len(bs) - 1
+        assert seg.read_next_offset() == len(bs) - 1
         oi = seg._offset_index.get()
         assert [oi.entry(i) for i in range(oi.entries)] == before[: oi.entries]
-        assert (await seg.read_max_timestamp_and_offset_so_far()).timestamp == 1000 + len(bs) - 2
+        assert (seg.read_max_timestamp_and_offset_so_far()).timestamp == 1000 + len(bs) - 2
         for o in range(len(bs) - 1):
-            r = (await seg.read(o, 1, min_one_message=True)).records()
+            r = (seg.read(o, 1, min_one_message=True)).records()
             assert r[0].offset == o and len(r[0].value) == sizes[o]
     finally:
         seg.close()

@@ -21,10 +21,10 @@ KW = dict(max_index_size=4096, index_interval_bytes=1 << 30, roll_jitter_ms=0, n
 async def test_begin_close_on_the_loop_refuses_reads_before_the_files_close(tmp_path: Path) -> None:
     seg = LogSegment.open(tmp_path, 0, **KW)  # type: ignore[arg-type]
     await seg.append([batch(0, "hello")])
-    assert (await seg.read(0, 1000)) is not None
+    assert (seg.read(0, 1000)) is not None
     seg.begin_close()
     with pytest.raises(ClosedError):
-        await seg.read(0, 1000)
+        seg.read(0, 1000)
     await in_thread(seg.close)
     await in_thread(seg.close)  # once only
     seg.close()
@@ -37,7 +37,7 @@ async def test_a_close_in_a_thread_waits_for_a_read_on_the_loop(tmp_path: Path) 
     ops = GatedOps()
     seg = LogSegment.open(tmp_path, 0, ops=ops, **KW)  # type: ignore[arg-type]
     await seg.append([batch(0, "hello")])
-    await seg.read(0, 1000)  # indexes loaded: the next read's only file access is the .log pread
+    seg.read(0, 1000)  # indexes loaded: the next read's only file access is the .log pread
     closer = threading.Thread(target=seg.close)
     closed_during_read: list[bool] = []
 
@@ -51,7 +51,7 @@ async def test_a_close_in_a_thread_waits_for_a_read_on_the_loop(tmp_path: Path) 
     close = ops.gate("close", path_contains=".log", hold=False)
     read = ops.gate("preadv_nowait", path_contains=".log", hold=False, on_enter=close_while_reading)
     try:
-        data = await seg.read(0, 1000)
+        data = seg.read(0, 1000, nowait=True)  # on the loop: the page-cache attempt
         await read.passed()
         await asyncio.to_thread(closer.join, 30)
     finally:

@@ -7,6 +7,7 @@ import asyncio
 import errno
 import random
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from seghelpers import LoopThreadOps, SegmentFactory
 
+from seglog.engine.log import segment_read
 from seglog.segments.batch import TimestampType, encode_batch
 from seglog.segments.faults import FailingOps, GatedOps
+from seglog.segments.fileio import WOULD_BLOCK, WouldBlock, in_thread
 from seglog.segments.records import Record
-from seglog.segments.segment import LogSegment
+from seglog.segments.segment import FetchData, LogSegment
 
 
 def encoded(offset: int, values: Sequence[bytes], timestamps: Sequence[int]) -> bytes:
@@ -49,14 +52,19 @@ async def test_readers_never_see_a_partial_batch(make_segment: SegmentFactory) -
             writing = False
         stop.set()
 
+    def read_at(start: int, size: int, nowait: bool) -> FetchData | WouldBlock | None:
+        return seg.read(start, size, None, True, nowait=nowait)
+
     async def reader(seed: int) -> None:
         r = random.Random(seed)
         reads = 0
         while not stop.is_set() or not reads:  # until the writer is done, and at least one read each
-            end = await seg.read_next_offset()
+            # As the engine reads: the page-cache attempt on the loop, else one thread hop.
+            end = await segment_read(lambda nowait: seg.read_next_offset(nowait=nowait))
             start = r.randrange(end) if end else 0
             during_a_write = writing
-            got = await seg.read(start, r.randint(1, 20_000), min_one_message=True)
+            size = r.randint(1, 20_000)
+            got = await segment_read(partial(read_at, start, size))
             if got is None:
                 assert start >= end
                 await asyncio.sleep(0)
@@ -69,9 +77,9 @@ async def test_readers_never_see_a_partial_batch(make_segment: SegmentFactory) -
 
     await asyncio.gather(writer(), *(reader(i) for i in range(4)))
     assert any(seen), "no read ran beside an append"
-    got = await seg.read(0, 1 << 30)
+    got = seg.read(0, 1 << 30)
     assert got is not None
-    assert [r.offset for r in got.records()] == list(range(await seg.read_next_offset()))
+    assert [r.offset for r in got.records()] == list(range(seg.read_next_offset()))
 
 
 @pytest.mark.parametrize(
@@ -97,27 +105,32 @@ async def test_a_cancelled_append_is_all_or_nothing(
         with pytest.raises(asyncio.CancelledError):
             await task
     # The append happened entirely or not at all, and the bookkeeping matches the file.
-    assert await seg.read_next_offset() == next_offset
+    assert seg.read_next_offset() == next_offset
     assert seg.size == seg.log_path.stat().st_size
     await seg.append([encoded(next_offset, [b"d"], [4])])
-    got = await seg.read(0, 1 << 20)
+    got = seg.read(0, 1 << 20)
     assert got is not None
     assert [r.offset for r in got.records()] == list(range(next_offset + 1))
 
 
-async def test_segment_operations_do_no_blocking_io_on_the_loop(make_segment: SegmentFactory) -> None:
+async def test_the_page_cache_attempts_do_no_blocking_io_on_the_loop(make_segment: SegmentFactory) -> None:
+    # The segment is synchronous; what runs on the loop is its appends' bookkeeping and the nowait
+    # attempts of its reads (the engine runs everything else in a thread hop, as here).
     ops = LoopThreadOps()
     seg = await make_segment(0, index_interval_bytes=0, preallocate_bytes=1 << 16, ops=ops)
     for i in range(5):
         await seg.append([encoded(i, [b"v"], [i])], fsync=i == 4)
-    await seg.read(2, 100)
-    await seg.find_offset_by_timestamp(3)
-    await seg.truncate_to(4, now_ms=0)
-    await seg.flush()
-    await seg.recover(1 << 20)
-    await seg.on_become_inactive()
-    await seg.change_file_suffixes("", ".deleted")
-    await seg.delete()
+    attempts = [
+        seg.read(2, 100, nowait=True),
+        seg.find_offset_by_timestamp(30, nowait=True),
+        seg.translate_offset(3, nowait=True),
+        seg.read_next_offset(nowait=True),
+        seg.largest_timestamp(nowait=True),
+    ]
+    assert all(a is not WOULD_BLOCK for a in attempts), "just written: every attempt answers from the page cache"
+    for blocking in (partial(seg.truncate_to, 4, now_ms=0), seg.flush, partial(seg.recover, 1 << 20),
+                     seg.on_become_inactive, partial(seg.change_file_suffixes, "", ".deleted"), seg.delete):
+        await in_thread(blocking)
     assert ops.on_loop == []
 
 
@@ -152,10 +165,10 @@ def test_reads_and_time_lookups_match_a_list_model(
                     pending = []
             await seg.append(pending)
             if data.draw(st.booleans()):
-                await seg.recover(1 << 20)
+                seg.recover(1 << 20)
             for _ in range(10):
                 start = data.draw(st.integers(0, offset + 2))
-                got = await seg.read(start, data.draw(st.integers(0, 3000)), min_one_message=True)
+                got = seg.read(start, data.draw(st.integers(0, 3000)), min_one_message=True)
                 want = [(o, v, t) for o, v, t in model if o >= start]
                 if not want:
                     assert got is None
@@ -165,11 +178,11 @@ def test_reads_and_time_lookups_match_a_list_model(
                 assert records == want[: len(records)] and records
                 target = data.draw(st.integers(0, 1001))
                 from_offset = data.draw(st.integers(0, offset))
-                hit = await seg.find_offset_by_timestamp(target, starting_offset=from_offset)
+                hit = seg.find_offset_by_timestamp(target, starting_offset=from_offset)
                 expected = next(((t, o) for o, _, t in model if t >= target and o >= from_offset), None)
                 assert (None if hit is None else (hit.timestamp, hit.offset)) == expected
-            assert await seg.read_next_offset() == offset
+            assert seg.read_next_offset() == offset
         finally:
-            await seg.delete()
+            seg.delete()
 
     asyncio.run(scenario())

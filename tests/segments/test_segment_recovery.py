@@ -17,6 +17,7 @@ from seghelpers import SegmentFactory, batch
 from seglog.segments.batch import MAGIC, MAGIC_V1, TimestampType, encode_batch
 from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
 from seglog.segments.faults import PowerLossOps
+from seglog.segments.fileio import in_thread
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment
 
@@ -50,7 +51,7 @@ async def reopen(make_segment: SegmentFactory, interval: int = 100) -> LogSegmen
 
 
 async def index_entries(seg: LogSegment) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    offset_index, time_index = await seg._indexes()
+    offset_index, time_index = seg._indexes()
     return (
         [tuple(offset_index.entry(n)) for n in range(offset_index.entries)],  # type: ignore[misc]
         [tuple(time_index.entry(n)) for n in range(time_index.entries)],  # type: ignore[misc]
@@ -60,15 +61,15 @@ async def index_entries(seg: LogSegment) -> tuple[list[tuple[int, int]], list[tu
 async def assert_holds_exactly(seg: LogSegment, batches: list[bytes]) -> None:
     """The segment holds exactly `batches`, every offset is readable, lookups agree with a model."""
     assert seg.size == sum(map(len, batches))
-    got = await seg.read(0, 1 << 30)
+    got = seg.read(0, 1 << 30)
     data = got.data if got else b""
     assert data == b"".join(batches)
     records = got.records() if got else []
-    assert await seg.read_next_offset() == len(records)
+    assert seg.read_next_offset() == len(records)
     for r in records[:: max(1, len(records) // 25)]:
-        one = await seg.read(r.offset, 1, min_one_message=True)
+        one = seg.read(r.offset, 1, min_one_message=True)
         assert one is not None and one.records()[0] == r
-        hit = await seg.find_offset_by_timestamp(r.timestamp or 0)
+        hit = seg.find_offset_by_timestamp(r.timestamp or 0)
         want = next(x for x in records if (x.timestamp or 0) >= (r.timestamp or 0))
         assert hit is not None and hit.offset == want.offset
 
@@ -81,7 +82,7 @@ async def test_random_corruption_of_the_log_cuts_exactly_the_damaged_tail(
     batches = varied_batches(rng, 30)
     positions = await build(make_segment, batches)
     clean = await reopen(make_segment)
-    assert await clean.recover(MAX_BATCH) == 0
+    assert clean.recover(MAX_BATCH) == 0
     expected_indexes = await index_entries(clean)
     clean.close()
 
@@ -109,7 +110,7 @@ async def test_random_corruption_of_the_log_cuts_exactly_the_damaged_tail(
     log.write_bytes(bytes(data))
 
     seg = await reopen(make_segment)
-    assert await seg.recover(MAX_BATCH) == len(data) - cut
+    assert seg.recover(MAX_BATCH) == len(data) - cut
     assert log.stat().st_size == cut
     await assert_holds_exactly(seg, batches[:k])
     offsets, _ = await index_entries(seg)
@@ -128,7 +129,7 @@ async def test_recovery_rebuilds_a_damaged_index(
     batches = varied_batches(rng, 40)
     await build(make_segment, batches)
     clean = await reopen(make_segment)
-    await clean.recover(MAX_BATCH)
+    clean.recover(MAX_BATCH)
     expected = await index_entries(clean)
     clean.close()
 
@@ -152,9 +153,9 @@ async def test_recovery_rebuilds_a_damaged_index(
         index.write_bytes(bytes(data))
 
     seg = await reopen(make_segment)
-    assert await seg.recover(MAX_BATCH) == 0  # a damaged index never costs log data
+    assert seg.recover(MAX_BATCH) == 0  # a damaged index never costs log data
     assert await index_entries(seg) == expected
-    await seg.sanity_check()
+    seg.sanity_check()
     await assert_holds_exactly(seg, batches)
 
 
@@ -165,7 +166,7 @@ async def test_recovery_of_a_clean_segment_rebuilds_the_same_indexes(make_segmen
         await seg.append([b])
     before = await index_entries(seg)
     progress: list[tuple[int, int]] = []
-    assert await seg.recover(MAX_BATCH, progress=lambda done, total: progress.append((done, total))) == 0
+    assert seg.recover(MAX_BATCH, progress=lambda done, total: progress.append((done, total))) == 0
     # The recovery thread schedules each progress call on the loop before it hands back its result:
     # all of them have run when recover() returns.
     offsets, times = await index_entries(seg)
@@ -174,7 +175,7 @@ async def test_recovery_of_a_clean_segment_rebuilds_the_same_indexes(make_segmen
     assert times[: len(before[1])] == before[1] and len(times) <= len(before[1]) + 1
     assert progress and progress[-1] == (seg.size, seg.size)
     extra = encode_batch(
-        await seg.read_next_offset(), [Record(b"after")], timestamp_type=TimestampType.CREATE_TIME, now_ms=5
+        seg.read_next_offset(), [Record(b"after")], timestamp_type=TimestampType.CREATE_TIME, now_ms=5
     )
     await seg.append([extra])  # the recovered segment takes appends
     await assert_holds_exactly(seg, [*batches, extra])
@@ -182,14 +183,14 @@ async def test_recovery_of_a_clean_segment_rebuilds_the_same_indexes(make_segmen
 
 async def test_recovery_of_an_empty_segment(make_segment: SegmentFactory) -> None:
     seg = await make_segment(0)
-    assert await seg.recover(MAX_BATCH) == 0
-    assert await seg.read_next_offset() == 0 and await seg.largest_record_timestamp() is None
+    assert seg.recover(MAX_BATCH) == 0
+    assert seg.read_next_offset() == 0 and seg.largest_record_timestamp() is None
 
 
 async def test_batches_below_the_base_offset_are_cut(make_segment: SegmentFactory, tmp_path: Path) -> None:
     (tmp_path / "00000000000000000100.log").write_bytes(batch(5, "misplaced"))
     seg = await make_segment(100, file_already_exists=True)
-    assert await seg.recover(MAX_BATCH) == len(batch(5, "misplaced"))
+    assert seg.recover(MAX_BATCH) == len(batch(5, "misplaced"))
 
 
 def sparse_batch(base_offset: int, deltas: list[int]) -> bytes:
@@ -205,7 +206,7 @@ async def test_offsets_beyond_the_int32_range_are_refused(make_segment: SegmentF
     (tmp_path / "00000000000000000000.log").write_bytes(batch(0, "a") + sparse_batch(1, [0, 2**31 - 1]))
     seg = await make_segment(0, file_already_exists=True)
     with pytest.raises(SegmentOffsetOverflowError, match="more than 2\\*\\*31-1 above"):
-        await seg.recover(MAX_BATCH)
+        seg.recover(MAX_BATCH)
 
 
 def v1_batch(base_offset: int, values: list[bytes]) -> bytes:
@@ -222,30 +223,30 @@ async def test_a_segment_of_the_old_format_is_refused_not_cut(make_segment: Segm
     log.write_bytes(old)
     seg = await make_segment(0, file_already_exists=True)
     with pytest.raises(UnsupportedFormatError, match="format v1"):
-        await seg.recover(MAX_BATCH)
+        seg.recover(MAX_BATCH)
     assert log.read_bytes() == old
     with pytest.raises(CorruptRecordError, match="format v1"):
-        await seg.read(0, 1 << 20)
+        seg.read(0, 1 << 20)
     seg.close()
     # A v1 batch larger than recovery's 4 MiB read (a topic whose max.message.bytes allowed it).
     big = v1_batch(0, [bytes(5 << 20)])
     log.write_bytes(big)
     seg = await make_segment(0, file_already_exists=True)
     with pytest.raises(UnsupportedFormatError):
-        await seg.recover(MAX_BATCH)
+        seg.recover(MAX_BATCH)
     assert log.stat().st_size == len(big)
     seg.close()
     # Garbage that merely starts with the old magic byte is still a torn tail, and is cut.
     log.write_bytes(batch(0, "a") + bytes(16) + bytes([MAGIC_V1]) + bytes(60))
     seg = await make_segment(0, file_already_exists=True)
-    assert await seg.recover(MAX_BATCH) == 77
+    assert seg.recover(MAX_BATCH) == 77
 
 
 async def test_batches_larger_than_the_maximum_are_cut(make_segment: SegmentFactory, tmp_path: Path) -> None:
     small, big = batch(0, "a"), batch(1, "b" * 5000)
     (tmp_path / "00000000000000000000.log").write_bytes(small + big)
     seg = await make_segment(0, file_already_exists=True)
-    assert await seg.recover(max_batch_bytes=1000) == len(big)
+    assert seg.recover(max_batch_bytes=1000) == len(big)
 
 
 @pytest.mark.parametrize("torn", [0, 30, 10_000])
@@ -263,7 +264,7 @@ async def test_power_loss_keeps_exactly_the_synced_batches(
     seg.close()
     ops.power_fail(torn_bytes=torn)
     recovered = await make_segment(0, file_already_exists=True)
-    await recovered.recover(MAX_BATCH)
+    recovered.recover(MAX_BATCH)
     kept = sum(map(len, batches[:8]))
     whole = [b for i, b in enumerate(batches) if i < 8 or sum(map(len, batches[8 : i + 1])) <= torn]
     assert recovered.size == sum(map(len, whole)) >= kept
@@ -298,11 +299,11 @@ async def test_event_loop_keeps_ticking_while_a_large_segment_is_recovered(
     tick_task = asyncio.create_task(ticker())
     await asyncio.sleep(0)
     started = time.perf_counter()
-    assert await seg.recover(MAX_BATCH) == 0
+    assert await in_thread(seg.recover, MAX_BATCH) == 0  # as the engine runs it: one thread hop
     elapsed = time.perf_counter() - started
     done.set()
     await tick_task
-    assert await seg.read_next_offset() == count
+    assert seg.read_next_offset() == count
     assert elapsed > 0.05, "the segment is too small to show anything"
     # The recovery thread releases the GIL at least every 5 ms (sys.getswitchinterval()); a frozen
     # loop would show one gap as long as the whole recovery.
@@ -314,6 +315,6 @@ async def test_a_garbage_first_header_does_not_stop_the_open(make_segment: Segme
     (tmp_path / "00000000000000000000.log").write_bytes(bytes(4096))  # a crash with a preallocated file
     seg = await make_segment(0, file_already_exists=True)
     assert seg.first_batch_timestamp == 2**63 - 1
-    assert await seg.recover(MAX_BATCH) == 4096
+    assert seg.recover(MAX_BATCH) == 4096
     await seg.append([batch(0, "fresh", ts=77)])
     assert seg.first_batch_timestamp == 77

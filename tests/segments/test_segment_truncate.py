@@ -25,14 +25,14 @@ async def test_truncate_to_leaves_timestamps_offsets_reads_and_indexes_consisten
             spans.append((off, ts[i]))
             off += 1
         cut = rnd.randrange(100, off + 2)
-        await seg.truncate_to(cut, now_ms=0)
+        seg.truncate_to(cut, now_ms=0)
         kept = [(o, t) for o, t in spans if o < cut]
         exp_max = max((t for _, t in kept), default=-1)
-        m = await seg.read_max_timestamp_and_offset_so_far()
+        m = seg.read_max_timestamp_and_offset_so_far()
         assert m.timestamp == exp_max, (trial, m, exp_max)
         if kept:
             assert m.offset == next(o for o, t in kept if t == exp_max)
-        assert await seg.read_next_offset() == (kept[-1][0] + 1 if kept else 100)
+        assert seg.read_next_offset() == (kept[-1][0] + 1 if kept else 100)
         # append after truncation and check lookups by offset and timestamp against brute force
         first = kept[-1][0] + 1 if kept else 100  # offsets follow on (docs/FORMAT.md §2.3 rule 7)
         for j in range(10):
@@ -41,20 +41,20 @@ async def test_truncate_to_leaves_timestamps_offsets_reads_and_indexes_consisten
             await seg.append([batch(o, "w" * rnd.randrange(1, 80), ts=t)])
             kept.append((o, t))
         for o, _ in kept:
-            r = (await seg.read(o, 1, min_one_message=True)).records()
+            r = (seg.read(o, 1, min_one_message=True)).records()
             assert r[0].offset == o
         for target in range(0, 1001, 37):
             exp = next(((t, o) for o, t in kept if t >= target), None)
-            got = await seg.find_offset_by_timestamp(target)
+            got = seg.find_offset_by_timestamp(target)
             assert (None if got is None else (got.timestamp, got.offset)) == exp, (trial, target)
         seg.close()
         # reopen clean and check the persisted time index agrees
         seg = LogSegment.open(d, 100, file_already_exists=True, **KW)
-        m = await seg.read_max_timestamp_and_offset_so_far()
+        m = seg.read_max_timestamp_and_offset_so_far()
         assert m.timestamp == max(t for _, t in kept)
         for target in range(0, 1001, 37):
             exp = next(((t, o) for o, t in kept if t >= target), None)
-            got = await seg.find_offset_by_timestamp(target)
+            got = seg.find_offset_by_timestamp(target)
             assert (None if got is None else (got.timestamp, got.offset)) == exp, (trial, target, "reopen")
         seg.close()
 
@@ -72,7 +72,7 @@ async def test_a_bulk_opened_segment_made_active_by_truncation_rolls_by_its_firs
     seg = await in_thread(LogSegment.open, tmp_path, 0, now_ms=10_000_000, file_already_exists=True,
                           read_first_batch=False, **kw)
     try:
-        await seg.truncate_to(3, now_ms=10_000_000)
+        seg.truncate_to(3, now_ms=10_000_000)
         assert seg.first_batch_timestamp == 1_000
         # a new batch with timestamp 2_000 has waited 1_000 ms since the first batch (Kafka)
         assert seg.time_waited_for_roll(10_000_000, 2_000) == 1_000

@@ -59,7 +59,7 @@ async def _values_read(seg: LogSegment, offset: int) -> list[tuple[int, bytes | 
     cached = seg.read_records_cached(offset, 1)
     if cached is not None:
         return [(r.offset, r.value) for r in cached]
-    got = await seg.read(offset, 1, min_one_message=True)
+    got = seg.read(offset, 1, min_one_message=True)
     assert got is not None
     return [(r.offset, r.value) for r in got.records()]
 
@@ -127,7 +127,7 @@ async def test_a_lying_time_index_entry_is_caught_when_used_and_the_lookup_stays
     with caplog.at_level(logging.WARNING, logger="seglog"):
         for target in range(0, 20 * BATCHES + 10, 5):
             want = (target + 9) // 10 if target <= 10 * (2 * BATCHES - 1) else None  # record o has timestamp 10*o
-            got = await seg.find_offset_by_timestamp(target)
+            got = seg.find_offset_by_timestamp(target)
             assert (None if got is None else got.offset) == want, (target, got)
     assert sum("rebuilding the indexes" in r.getMessage() for r in caplog.records) == 1
 
@@ -144,6 +144,6 @@ async def test_the_largest_timestamp_counts_the_batches_after_the_last_index_ent
     timeindex.write_bytes(b"".join(TIME_ENTRY.pack(*e) for e in entries[:-1]))
     seg = await make_segment(0, index_interval_bytes=INTERVAL, file_already_exists=True, writable=writable)
     last = 2 * BATCHES - 1
-    assert await seg.read_max_timestamp_and_offset_so_far() == (10 * last, last)
-    got = await seg.find_offset_by_timestamp(10 * last)
+    assert seg.read_max_timestamp_and_offset_so_far() == (10 * last, last)
+    got = seg.find_offset_by_timestamp(10 * last)
     assert got is not None and got.offset == last
