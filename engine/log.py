@@ -100,12 +100,14 @@ from seglog.segments.batch import (
 )
 from seglog.segments.fileio import (
     WOULD_BLOCK,
+    LateBuffer,
     WouldBlock,
     atomic_write,
     fsync_dir,
     in_thread,
     remove,
     run_to_completion,
+    submit,
 )
 from seglog.segments.files import list_partition_dir, snapshot_file_name
 from seglog.segments.kafka_batch import (
@@ -120,7 +122,16 @@ from seglog.segments.kafka_batch import (
 from seglog.segments.records import Record
 from seglog.segments.segment import FetchData, LogSegment, LogSegments, RollParams
 
-__all__ = ["LoadedLog", "LogOwner", "PartitionLog", "Unopened", "close_segments", "new_segment", "segment_read"]
+__all__ = [
+    "LoadedLog",
+    "LogOwner",
+    "PartitionLog",
+    "Unopened",
+    "close_segments",
+    "new_segment",
+    "segment_append",
+    "segment_read",
+]
 
 log = logging.getLogger("seglog")
 _T = TypeVar("_T")
@@ -287,6 +298,37 @@ async def new_segment(directory: Path, config: LogConfig, base_offset: int, now_
         await close_segments([segment])
         raise
     return segment
+
+
+async def segment_append(
+    segment: LogSegment,
+    parts: Sequence[bytes | bytearray | memoryview | LateBuffer],
+    headers: Sequence[BatchHeader],
+    *,
+    fsync: bool = False,
+) -> int:
+    """Append to ``segment`` the batches ``headers`` describe (bytes ``parts``): ONE hop to the append threads.
+
+    The async edge of appends: checked on the loop (``check_append``), written
+    by the segment's blocking ``write_append`` in an append thread (submitted
+    at once, so the write overlaps whatever the loop does next), published on
+    the loop (``publish_append``) when it returned, also when the caller was
+    cancelled meanwhile (then ``CancelledError`` is raised after). Returns the
+    position of the first batch.
+
+    Raises:
+        As ``LogSegment.check_append`` and ``LogSegment.write_append``.
+    """
+    segment.check_append(parts, headers)
+    if not headers:
+        return segment.size
+    job = submit(segment.write_append, parts, headers, fsync=fsync)
+    try:
+        await run_to_completion(job)
+    finally:
+        if job.done() and not job.cancelled() and job.exception() is None:
+            segment.publish_append(job.result())
+    return job.result().position
 
 
 async def segment_read(op: Callable[[bool], _T | WouldBlock]) -> _T:
@@ -1352,7 +1394,8 @@ class PartitionLog:
             await self._flush_locked(segment.base_offset)
         size_before = segment.size
         try:
-            await segment.append_parts(
+            await segment_append(
+                segment,
                 [part for item in chunk for part in (item.head, item.body)],
                 [read_header(item.head) for item in chunk],  # as written: base offsets patched in
                 fsync=fsync,

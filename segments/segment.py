@@ -10,8 +10,9 @@ operation in ONE thread hop (aiosqlite's shape). The reads also have a
 page-cache attempt (``nowait=True``: ``preadv`` with ``RWF_NOWAIT``, nothing
 loaded, no wait), which answers from memory or says ``WOULD_BLOCK``; the
 engine makes it on the event loop and, on a miss, runs the same read, blocking,
-in its hop. Only the appends stay coroutines here: their write runs in the
-append threads and their bookkeeping is published on the loop after it. A
+in its hop. An append is three calls: ``check_append`` (on the loop),
+``write_append`` (the blocking write, in the engine's append threads) and
+``publish_append`` (the bookkeeping, on the loop when the write returned). A
 segment never reads a clock or knows a topic: ``now_ms``,
 ``index_interval_bytes``, ``max_index_size``, ``roll_jitter_ms`` and the
 maximum batch size arrive as arguments. All file I/O goes through
@@ -67,9 +68,6 @@ from seglog.segments.fileio import (
     PRead,
     SegmentFile,
     WouldBlock,
-    in_thread,
-    run_to_completion,
-    submit,
 )
 from seglog.segments.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from seglog.segments.reader import BatchReader, LocatedBatch
@@ -77,6 +75,7 @@ from seglog.segments.records import Record
 
 __all__ = [
     "NO_TIMESTAMP",
+    "Appended",
     "FetchData",
     "FollowScan",
     "LocatedBatch",
@@ -84,6 +83,7 @@ __all__ = [
     "LogSegment",
     "LogSegments",
     "RollParams",
+    "batch_headers",
 ]
 
 NO_TIMESTAMP: Final = -1  # Kafka's RecordBatch.NO_TIMESTAMP
@@ -373,6 +373,37 @@ class _Followed:
     time_offsets: array[int] = field(default_factory=lambda: array("q"))  # ... and the batch that has it
     since: int = 0
     last: tuple[int, bytes] | None = None
+
+
+class Appended(NamedTuple):
+    """What :meth:`LogSegment.write_append` wrote, for :meth:`LogSegment.publish_append` to make visible."""
+
+    position: int  # of the first batch
+    end: int  # the new logical size
+    first: BatchHeader
+    last: BatchHeader
+    indexes: tuple[OffsetIndex, TimeIndex] | None  # loaded when entries are due
+    entries: list[tuple[int, int, int, int]]  # (last offset, position, max ts, its offset) to add
+    max_ts: int
+    max_ts_offset: int
+    since: int  # bytes appended since the last index entry
+
+
+def batch_headers(batches: Sequence[bytes | bytearray | memoryview]) -> list[BatchHeader]:
+    """The checked header of each buffer of ``batches``, each exactly one encoded batch (``encode_batch``).
+
+    Raises:
+        CorruptRecordError: a header fails its checks.
+        ValueError: a buffer is not exactly one encoded batch.
+    """
+    headers = []
+    for batch in batches:
+        header = read_header(batch)
+        check_header(header, len(batch))
+        if header.size != len(batch):
+            raise ValueError(f"a buffer of {len(batch)} bytes is not one encoded batch of {header.size} bytes")
+        headers.append(header)
+    return headers
 
 
 class _ScanOutcome(NamedTuple):
@@ -1086,62 +1117,27 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------ append
 
-    def _header_of(self, batch: bytes | bytearray | memoryview) -> BatchHeader:
-        header = read_header(batch)
-        check_header(header, len(batch))
-        if header.size != len(batch):
-            raise ValueError(f"a buffer of {len(batch)} bytes is not one encoded batch of {header.size} bytes")
-        return header
-
-    async def append(self, batches: Sequence[bytes | bytearray | memoryview], *, fsync: bool = False) -> int:
-        """Append encoded batches (from ``encode_batch``) with ONE write and ONE executor hop.
-
-        The engine groups concurrent producers' batches here (group commit).
-        For each batch, in order: the largest timestamp so far is updated, then
-        Kafka's index rule adds an offset-index entry ``(batch last offset, batch
-        start position)`` and a time-index entry when more than
-        ``index_interval_bytes`` were appended since the last entry. An index
-        that is full takes no more entries (an index is a hint; the segment
-        must roll, ``should_roll`` says so). With ``fsync`` the data is
-        ``fdatasync``'d in the same hop. Returns the position of the first batch.
-        Nothing is visible to readers before the write completed; a cancelled
-        append still completes (and updates the segment) before the
-        cancellation is re-raised.
-
-        Raises:
-            SegmentOffsetOverflowError: a batch's offsets are below the base
-                offset or more than 2**31-1 above it; nothing was written.
-            ValueError: a buffer is not exactly one encoded batch, or offsets do not
-                increase (from batch to batch and from the segment's last offset).
-            StorageError: the write or sync failed; the segment is as before.
-            ClosedError: the segment is closed or read-only.
-        """
-        self._check_writable()
-        if not batches:
-            return self._log.size
-        headers = [self._header_of(b) for b in batches]
-        return await self.append_parts(batches, headers, fsync=fsync)
-
-    async def append_parts(
-        self,
-        parts: Sequence[bytes | bytearray | memoryview | LateBuffer],
-        headers: Sequence[BatchHeader],
-        *,
-        fsync: bool = False,
-    ) -> int:
-        """:meth:`append` of the batches ``headers`` describe, whose bytes are ``parts`` back to back.
+    def check_append(
+        self, parts: Sequence[bytes | bytearray | memoryview | LateBuffer], headers: Sequence[BatchHeader]
+    ) -> None:
+        """Check an append of the batches ``headers`` describe, whose bytes are ``parts``; no I/O.
 
         A batch may span parts (the engine writes each batch as its 61-byte
         header and its body, from :func:`~seglog.segments.batch.encode_batch_parts`,
         so that a large body is never copied). A part may be a
         :class:`~seglog.segments.fileio.LateBuffer` (a planned body,
-        :func:`~seglog.segments.batch.plan_batch_parts`), made in the write's thread.
-        ``headers`` must be those of the bytes written (with their final base
-        offsets); each is checked, and the parts must add up to exactly the
-        batches' sizes.
+        :func:`~seglog.segments.batch.plan_batch_parts`), made in the write's
+        thread. ``headers`` must be those of the bytes written (with their
+        final base offsets); each is checked, and the parts must add up to
+        exactly the batches' sizes.
 
         Raises:
-            As :meth:`append`.
+            SegmentOffsetOverflowError: a batch's offsets are below the base
+                offset or more than 2**31-1 above it.
+            ValueError: a header is not a valid batch's, the parts do not add
+                up, or offsets do not increase (from batch to batch and from the
+                segment's last offset).
+            ClosedError: the segment is closed or read-only.
         """
         self._check_writable()
         total = 0
@@ -1152,8 +1148,6 @@ class LogSegment:
             total += header.size
         if sum(len(p) for p in parts) != total:
             raise ValueError(f"{self._log.path}: the parts do not add up to the {total} bytes of the batches")
-        if not headers:
-            return self._log.size
         expected = self._next_offset
         for header in headers:
             if expected is not None and header.base_offset < expected:
@@ -1169,11 +1163,36 @@ class LogSegment:
                     f"stored relative to base offset {self._base_offset} (allowed: up to "
                     f"{self._base_offset + INT32_MAX}); roll a new segment first"
                 )
-        if self._max_timestamp_so_far is None:
-            await in_thread(self._indexes)  # the largest timestamp so far lives in the time index
-            self._check_writable()  # re-check after the await: a close may have run meanwhile
-        assert self._max_timestamp_so_far is not None
 
+    def write_append(
+        self,
+        parts: Sequence[bytes | bytearray | memoryview | LateBuffer],
+        headers: Sequence[BatchHeader],
+        *,
+        fsync: bool = False,
+    ) -> Appended:
+        """Write an append :meth:`check_append` accepted, with ONE ``pwritev``; blocking, publishes nothing.
+
+        The engine runs it in its append threads (one hop per group of
+        producers' batches: group commit) and then calls :meth:`publish_append`
+        with the result on the event loop. Here: the indexes are loaded if the
+        append needs them (the largest timestamp so far lives in the time
+        index; index files are created when the first entry is due), Kafka's
+        index rule plans an offset-index entry ``(batch last offset, batch
+        start position)`` and a time-index entry for each batch that comes
+        more than ``index_interval_bytes`` after the last entry, the index file
+        space those entries need is allocated, and the batches are written
+        (and ``fdatasync``'d with ``fsync``). Nothing is visible to readers
+        before :meth:`publish_append`.
+
+        Raises:
+            StorageError: the write or sync failed (or no index space); the segment is as before.
+            ClosedError: the segment is closed or read-only.
+        """
+        self._check_writable()
+        if self._max_timestamp_so_far is None:
+            self._indexes()  # the largest timestamp so far lives in the time index
+        assert self._max_timestamp_so_far is not None
         # Plan the index entries before writing: the positions are known, the index rule needs only sizes.
         position = self._log.size
         since = self._bytes_since_last_index_entry
@@ -1188,41 +1207,39 @@ class LogSegment:
                 since = 0
             since += header.size
             batch_position += header.size
-        indexes: tuple[OffsetIndex, TimeIndex] | None = None
-        if entries:
-            # Index files are created (and mapped) in a thread when the first entry is due.
-            indexes = self._loaded_indexes() or await in_thread(self._indexes)
-            self._check_writable()
-            if self._log.size != position:
-                raise RuntimeError(f"{self._log.path}: concurrent appends; the caller must serialise them")
-
-        end = batch_position
+        indexes = self._indexes() if entries else None
         # The index space this append's entries need (and the time index's roll/close entry) is
-        # allocated in the write's worker thread before the .log is written: a full disk fails the
-        # append with nothing written, and the loop's mapped entry writes never fault on a hole.
+        # allocated before the .log is written: a full disk fails the append with nothing written, and
+        # the loop's mapped entry writes never fault on a hole.
         reserve = (
             partial(self._reserve_index_space, len(entries))
             if self._offset_index.is_loaded or self._time_index.is_loaded
             else None
         )
-        # Submitted now, not at the next await: the write overlaps whatever the loop does next (the
-        # engine encodes the next group meanwhile), and no Task is created on this hot path.
-        job = submit(self._log.write, parts, position, fsync=fsync, before=reserve)
-        try:
-            await run_to_completion(job)
-        finally:
-            # The write happened even if this task was cancelled meanwhile: the size and the
-            # bookkeeping must follow the file, or the next append would reuse these offsets.
-            if job.done() and not job.cancelled() and job.exception() is None:
-                self._log.advance(end)
-                if position == 0:
-                    self._rolling_based_timestamp = headers[0].max_timestamp
-                if indexes is not None:
-                    self._add_index_entries(indexes, entries)
-                self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts, max_ts_offset
-                self._bytes_since_last_index_entry = since
-                self._next_offset = headers[-1].next_offset
-                self._tail = (position, headers[0].base_offset)
+        end = self._log.write(parts, position, fsync=fsync, before=reserve)
+        if end != batch_position:
+            raise RuntimeError(f"{self._log.path}: the parts do not add up to the batches; call check_append first")
+        return Appended(position, end, headers[0], headers[-1], indexes, entries, max_ts, max_ts_offset, since)
+
+    def publish_append(self, appended: Appended) -> int:
+        """Make a completed :meth:`write_append` visible: the size first, then the bookkeeping; no I/O.
+
+        On the event loop (or wherever the segment's readers cannot run
+        meanwhile), once the write returned, also when the appending task was
+        cancelled meanwhile: the size and the bookkeeping must follow the
+        file, or the next append would reuse these offsets. Returns the
+        position of the first batch.
+        """
+        position, first, last = appended.position, appended.first, appended.last
+        self._log.advance(appended.end)
+        if position == 0:
+            self._rolling_based_timestamp = first.max_timestamp
+        if appended.indexes is not None:
+            self._add_index_entries(appended.indexes, appended.entries)
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = appended.max_ts, appended.max_ts_offset
+        self._bytes_since_last_index_entry = appended.since
+        self._next_offset = last.next_offset
+        self._tail = (position, first.base_offset)
         return position
 
     def _reserve_index_space(self, entries: int) -> None:

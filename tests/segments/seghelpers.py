@@ -7,11 +7,12 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from seglog.engine.log import segment_append
 from seglog.segments import fileio
 from seglog.segments.batch import TimestampType, encode_batch, read_header
 from seglog.segments.fileio import WOULD_BLOCK, Buffer, FileOps, LateBuffer, SegmentFile
 from seglog.segments.records import Record
-from seglog.segments.segment import LogSegment
+from seglog.segments.segment import LogSegment, batch_headers
 
 SegmentFactory = Callable[..., Coroutine[Any, Any, LogSegment]]
 
@@ -23,6 +24,12 @@ def batch(offset: int, *values: str, ts: int | None = None, now_ms: int = 0) -> 
         Record(v.encode(), timestamp=(offset + i) * 10 if ts is None else ts) for i, v in enumerate(values)
     ]
     return encode_batch(offset, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=now_ms)
+
+
+async def append(seg: LogSegment, batches: Sequence[bytes | bytearray | memoryview], *, fsync: bool = False) -> int:
+    """Append encoded batches as the engine does (``engine.log.segment_append``: checked on the loop, written in
+    one hop to the append threads, published on the loop); returns the position of the first."""
+    return await segment_append(seg, batches, batch_headers(batches), fsync=fsync)
 
 
 def size_of(b: bytes) -> int:

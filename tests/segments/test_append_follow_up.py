@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from seghelpers import batch, wait_until
+from seghelpers import append, batch, wait_until
 
 from seglog.indexes import OffsetIndex
 from seglog.indexes.abstract import AbstractIndex
@@ -172,15 +172,15 @@ async def test_a_base_exception_in_the_follow_up_work_does_not_fail_a_written_ap
 
     segment = await open_segment(False)
     try:
-        await segment.append([batch(0, "a")])
-        await segment.append([batch(1, "b")])  # an index entry is due: the indexes load, prepare runs
+        await append(segment, [batch(0, "a")])
+        await append(segment, [batch(1, "b")])  # an index entry is due: the indexes load, prepare runs
         size = segment.size
 
         def abort(self: AbstractIndex[Any]) -> None:
             raise _Abort
 
         monkeypatch.setattr(AbstractIndex, "prepare_ahead", abort)
-        await segment.append([batch(2, "written")])
+        await append(segment, [batch(2, "written")])
         assert segment.size > size
         size = segment.size
     finally:
@@ -235,15 +235,15 @@ async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
         tmp_path, 0, max_index_size=1 << 20, index_interval_bytes=10, roll_jitter_ms=0, now_ms=0, ops=gated
     )
     try:
-        await segment.append([batch(0, "a")])
-        await segment.append([batch(1, "b")])  # indexes loaded; prepare covers the first 64 KiB
-        await segment.append([batch(2, "c")])
+        await append(segment, [batch(0, "a")])
+        await append(segment, [batch(1, "b")])  # indexes loaded; prepare covers the first 64 KiB
+        await append(segment, [batch(2, "c")])
         # As when the entries have used up half of the prepared span: the next append prepares again.
         segment._offset_index.get()._prepared = segment._time_index.get()._prepared = 0
         offset = segment.read_next_offset()
         lock = _watch_lock(segment._offset_index.get())
         gated.armed = True
-        append = asyncio.ensure_future(segment.append([batch(offset, "e")]))
+        appending = asyncio.ensure_future(append(segment, [batch(offset, "e")]))
         assert await asyncio.to_thread(gated.entered.wait, 60)  # the offset index's prepare is at its pwrite
         closing = asyncio.ensure_future(in_thread(segment.close))
         # the close waits for the offset index's lock (the trim comes after the pwrite), or
@@ -252,7 +252,7 @@ async def test_a_close_during_an_append_leaves_no_zero_entries_in_the_index(
         assert await asyncio.to_thread(wait_until, lambda: lock.contended.is_set() or offset_index.closed, 60)
         gated.go.set()
         with contextlib.suppress(ClosedError):  # its index entries meet the closed index
-            await append
+            await appending
         await closing
     finally:
         gated.go.set()

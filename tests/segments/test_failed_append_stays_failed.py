@@ -5,7 +5,7 @@ same-sized retry and a crash, recovery resurrected a batch whose append was repo
 import errno
 
 import pytest
-from seghelpers import batch
+from seghelpers import append, batch
 
 from seglog.indexes.errors import StorageError
 from seglog.segments.fileio import FileOps
@@ -24,13 +24,13 @@ class FailSyncOnce(FileOps):
 async def test_a_failed_append_on_a_preallocated_log_is_not_recovered_after_a_crash(tmp_path):
     ops = FailSyncOnce()
     seg = LogSegment.open(tmp_path, 0, preallocate_bytes=1 << 20, ops=ops, **KW)
-    await seg.append([batch(0, "x")])
+    await append(seg, [batch(0, "x")])
     ops.armed = True
     with pytest.raises(StorageError):
-        await seg.append([batch(1, "FAILED-1"), batch(2, "FAILED-2")], fsync=True)
+        await append(seg, [batch(1, "FAILED-1"), batch(2, "FAILED-2")], fsync=True)
     assert seg.size == len(batch(0, "x"))
     # the producer retries / another producer writes offset 1 (same size as FAILED-1)
-    await seg.append([batch(1, "retry-01")], fsync=True)
+    await append(seg, [batch(1, "retry-01")], fsync=True)
     assert seg.read_next_offset() == 2
     # crash: nothing trimmed
     seg.close_handlers()

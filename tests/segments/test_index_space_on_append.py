@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from seghelpers import SegmentFactory, batch
+from seghelpers import SegmentFactory, append, batch
 
 from seglog.indexes.abstract import PREPARE_AHEAD_BYTES
 from seglog.indexes.errors import StorageError
@@ -40,17 +40,17 @@ async def test_an_append_whose_index_space_cannot_be_had_fails_before_the_log_is
 ) -> None:
     no_space = _NoSpace()
     segment = await make_segment(0, max_index_size=1 << 20, ops=no_space)
-    await segment.append([batch(0, "first")])  # the first batch never gets an index entry
+    await append(segment, [batch(0, "first")])  # the first batch never gets an index entry
     size, log_length = segment.size, segment.log_path.stat().st_size
     no_space.full = True
     with pytest.raises(StorageError, match="ENOSPC"):
-        await segment.append([batch(1, "second")])  # an entry is due: the indexes need space
+        await append(segment, [batch(1, "second")])  # an entry is due: the indexes need space
     assert no_space.refused
     assert segment.size == size
     assert segment.log_path.stat().st_size == log_length, "the .log was written although the append failed"
     assert segment.read_next_offset() == 1
     no_space.full = False
-    await segment.append([batch(1, "second")])  # space is back: the same offsets go in
+    await append(segment, [batch(1, "second")])  # space is back: the same offsets go in
     assert segment.read_next_offset() == 2
     located = segment.translate_offset(1)
     assert located is not None and located.position == size
@@ -63,7 +63,7 @@ async def test_a_close_without_space_for_the_final_time_entry_says_so_after_rele
     # trust an index without the largest timestamp, so the close must not pass for a clean one.
     no_space = _NoSpace()
     segment = await make_segment(0, max_index_size=1 << 20, ops=no_space)
-    await segment.append([batch(0, "only", ts=1234)])
+    await append(segment, [batch(0, "only", ts=1234)])
     no_space.full = True
     with pytest.raises(StorageError, match="ENOSPC"):
         segment.close()
@@ -85,7 +85,7 @@ async def test_recovery_does_not_allocate_the_crash_left_indexes_it_rebuilds(tmp
 
     segment = await open_segment(False)
     for offset in range(20):
-        await segment.append([batch(offset, f"v{offset}", ts=1000 + offset)])
+        await append(segment, [batch(offset, f"v{offset}", ts=1000 + offset)])
     segment.close_handlers()  # as a crash leaves it: nothing trimmed
     assert segment.offset_index_path.stat().st_size == 1 << 20
     no_space.full = True

@@ -9,7 +9,7 @@ import asyncio
 import concurrent.futures
 import threading
 
-from seghelpers import batch
+from seghelpers import append, batch
 
 from seglog.engine.log import segment_read
 from seglog.segments.faults import Signal
@@ -41,14 +41,14 @@ async def test_read_next_offset_during_an_append_returns_the_end_before_or_after
     loop.set_default_executor(ex)
     seg = LogSegment.open(tmp_path, 0, ops=NotCached(), **KW)
     for i in range(10):
-        await seg.append([batch(i, "v")])
+        await append(seg, [batch(i, "v")])
     seg._next_offset = None       # as after open or truncate: not cached
     hold = threading.Event()
     ex.hold = hold
     reader = asyncio.ensure_future(segment_read(lambda nowait: seg.read_next_offset(nowait=nowait)))
     try:
         assert await ex.held.wait_async(60), "the reader's thread job never came"  # it captured `end`
-        await seg.append([batch(10, "w"), batch(11, "w")])
+        await append(seg, [batch(10, "w"), batch(11, "w")])
         hold.set()
         got = await reader
         assert got in (10, 12), f"read_next_offset returned {got}"
@@ -62,9 +62,9 @@ def test_read_next_offset_ignores_index_entries_past_the_size_it_took_and_calls_
         seg = LogSegment.open(tmp_path, 0, ops=NotCached(), **KW)
         try:
             for i in range(10):
-                await seg.append([batch(i, "v")])
+                await append(seg, [batch(i, "v")])
             before = seg.size
-            await seg.append([batch(10, "w"), batch(11, "w")])  # index_interval_bytes=0: entries for both
+            await append(seg, [batch(10, "w"), batch(11, "w")])  # index_interval_bytes=0: entries for both
             seg._next_offset = None
             seg._log._size = before  # the size as a reader took it, before the append was published
             assert seg.read_next_offset() == 10

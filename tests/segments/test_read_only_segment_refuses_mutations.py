@@ -3,7 +3,7 @@ ClosedError and leaves its files as they are: truncate_to, recover, append, and 
 change_file_suffixes() (which used to remove or rename files of the read-only snapshot)."""
 
 import pytest
-from seghelpers import batch
+from seghelpers import append, batch
 
 from seglog.indexes.errors import ClosedError
 from seglog.segments.segment import LogSegment
@@ -12,7 +12,7 @@ KW = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0, now_ms=
 
 async def _ro(tmp_path):
     seg = LogSegment.open(tmp_path, 0, **KW)
-    await seg.append([batch(0, "a")])
+    await append(seg, [batch(0, "a")])
     seg.close()
     return LogSegment.open(tmp_path, 0, file_already_exists=True, writable=False, **KW)
 

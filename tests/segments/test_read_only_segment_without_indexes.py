@@ -2,7 +2,7 @@
 answers reads and time lookups by scanning the .log (time lookups used to crash)."""
 import os
 
-from seghelpers import batch
+from seghelpers import append, batch
 
 from seglog.segments.segment import LogSegment
 
@@ -11,7 +11,7 @@ KW = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0, now_ms=
 async def _make(tmp_path, remove):
     seg = LogSegment.open(tmp_path, 0, **KW)
     for i in range(5):
-        await seg.append([batch(i * 2, "a", "b")])
+        await append(seg, [batch(i * 2, "a", "b")])
     seg.close()
     for suffix in remove:
         os.remove(tmp_path / f"{0:020d}{suffix}")

@@ -1,6 +1,8 @@
 """Chunked recovery with batches larger than the 4 MiB chunk, straddling chunk boundaries, and a torn
 big batch at the end: everything valid kept, only the torn tail cut, indexes as a fresh build."""
 
+from seghelpers import append
+
 from seglog.segments.batch import TimestampType, encode_batch
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment
@@ -16,7 +18,7 @@ async def test_recovery_keeps_batches_larger_than_a_chunk_and_cuts_only_the_torn
     sizes = [3 * MiB, 5 * MiB, 100, 9 * MiB, 4 * MiB - 200, 4 * MiB + 7, 50, 6 * MiB]
     bs = [big(i, s, 1000 + i) for i, s in enumerate(sizes)]
     for b in bs:
-        await seg.append([b])
+        await append(seg, [b])
     before = [seg._offset_index.get().entry(i) for i in range(seg._offset_index.get().entries)]
     full = seg.size
     seg.close_handlers()

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from seghelpers import batch, wait_until
+from seghelpers import append, batch, wait_until
 
 from seglog.indexes.errors import ClosedError
 from seglog.segments.faults import GatedOps
@@ -20,7 +20,7 @@ KW = dict(max_index_size=4096, index_interval_bytes=1 << 30, roll_jitter_ms=0, n
 
 async def test_begin_close_on_the_loop_refuses_reads_before_the_files_close(tmp_path: Path) -> None:
     seg = LogSegment.open(tmp_path, 0, **KW)  # type: ignore[arg-type]
-    await seg.append([batch(0, "hello")])
+    await append(seg, [batch(0, "hello")])
     assert (seg.read(0, 1000)) is not None
     seg.begin_close()
     with pytest.raises(ClosedError):
@@ -36,7 +36,7 @@ async def test_a_close_in_a_thread_waits_for_a_read_on_the_loop(tmp_path: Path) 
     # is waiting for it, or has (wrongly) closed the descriptor under it.
     ops = GatedOps()
     seg = LogSegment.open(tmp_path, 0, ops=ops, **KW)  # type: ignore[arg-type]
-    await seg.append([batch(0, "hello")])
+    await append(seg, [batch(0, "hello")])
     seg.read(0, 1000)  # indexes loaded: the next read's only file access is the .log pread
     closer = threading.Thread(target=seg.close)
     closed_during_read: list[bool] = []

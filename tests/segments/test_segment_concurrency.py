@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from seghelpers import LoopThreadOps, SegmentFactory
+from seghelpers import LoopThreadOps, SegmentFactory, append
 
 from seglog.engine.log import segment_read
 from seglog.segments.batch import TimestampType, encode_batch
@@ -48,7 +48,7 @@ async def test_readers_never_see_a_partial_batch(make_segment: SegmentFactory) -
                 group.append(encoded(offset, [rng.randbytes(rng.randint(0, 300)) for _ in range(n)], [offset] * n))
                 offset += n
             writing = True
-            await seg.append(group, fsync=rng.random() < 0.05)
+            await append(seg, group, fsync=rng.random() < 0.05)
             writing = False
         stop.set()
 
@@ -92,11 +92,11 @@ async def test_a_cancelled_append_is_all_or_nothing(
     # completes and its bytes count (the caller still gets CancelledError).
     with GatedOps() as ops:
         seg = await make_segment(0, index_interval_bytes=0, ops=ops)
-        await seg.append([encoded(0, [b"a"], [1])])
-        await seg.append([encoded(1, [b"a2"], [1])])  # loads the indexes: the next append goes straight to the write
+        await append(seg, [encoded(0, [b"a"], [1])])
+        await append(seg, [encoded(1, [b"a2"], [1])])  # loads the indexes: the next append goes straight to the write
         gate = ops.gate(cancelled_at or "pwritev")
         task = asyncio.ensure_future(
-            seg.append([encoded(2, [b"b" * 1000], [2]), encoded(3, [b"c"], [3])], fsync=True)
+            append(seg, [encoded(2, [b"b" * 1000], [2]), encoded(3, [b"c"], [3])], fsync=True)
         )
         if cancelled_at is not None:
             await gate.reached()
@@ -107,7 +107,7 @@ async def test_a_cancelled_append_is_all_or_nothing(
     # The append happened entirely or not at all, and the bookkeeping matches the file.
     assert seg.read_next_offset() == next_offset
     assert seg.size == seg.log_path.stat().st_size
-    await seg.append([encoded(next_offset, [b"d"], [4])])
+    await append(seg, [encoded(next_offset, [b"d"], [4])])
     got = seg.read(0, 1 << 20)
     assert got is not None
     assert [r.offset for r in got.records()] == list(range(next_offset + 1))
@@ -119,7 +119,7 @@ async def test_the_page_cache_attempts_do_no_blocking_io_on_the_loop(make_segmen
     ops = LoopThreadOps()
     seg = await make_segment(0, index_interval_bytes=0, preallocate_bytes=1 << 16, ops=ops)
     for i in range(5):
-        await seg.append([encoded(i, [b"v"], [i])], fsync=i == 4)
+        await append(seg, [encoded(i, [b"v"], [i])], fsync=i == 4)
     attempts = [
         seg.read(2, 100, nowait=True),
         seg.find_offset_by_timestamp(30, nowait=True),
@@ -161,9 +161,9 @@ def test_reads_and_time_lookups_match_a_list_model(
                 model += [(offset + i, v, t) for i, (v, t) in enumerate(records)]
                 offset += len(records)
                 if data.draw(st.booleans()):  # group several batches into one append sometimes
-                    await seg.append(pending)
+                    await append(seg, pending)
                     pending = []
-            await seg.append(pending)
+            await append(seg, pending)
             if data.draw(st.booleans()):
                 seg.recover(1 << 20)
             for _ in range(10):

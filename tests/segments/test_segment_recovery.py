@@ -12,7 +12,7 @@ from pathlib import Path
 import google_crc32c
 import msgpack
 import pytest
-from seghelpers import SegmentFactory, batch
+from seghelpers import SegmentFactory, append, batch
 
 from seglog.segments.batch import MAGIC, MAGIC_V1, TimestampType, encode_batch
 from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
@@ -41,7 +41,7 @@ async def build(make_segment: SegmentFactory, batches: list[bytes], interval: in
     positions = []
     for b in batches:
         positions.append(seg.size)
-        await seg.append([b])
+        await append(seg, [b])
     seg.close()
     return positions
 
@@ -163,7 +163,7 @@ async def test_recovery_of_a_clean_segment_rebuilds_the_same_indexes(make_segmen
     batches = varied_batches(random.Random(7), 50)
     seg = await make_segment(0, index_interval_bytes=100, max_index_size=4096)
     for b in batches:
-        await seg.append([b])
+        await append(seg, [b])
     before = await index_entries(seg)
     progress: list[tuple[int, int]] = []
     assert seg.recover(MAX_BATCH, progress=lambda done, total: progress.append((done, total))) == 0
@@ -177,7 +177,7 @@ async def test_recovery_of_a_clean_segment_rebuilds_the_same_indexes(make_segmen
     extra = encode_batch(
         seg.read_next_offset(), [Record(b"after")], timestamp_type=TimestampType.CREATE_TIME, now_ms=5
     )
-    await seg.append([extra])  # the recovered segment takes appends
+    await append(seg, [extra])  # the recovered segment takes appends
     await assert_holds_exactly(seg, [*batches, extra])
 
 
@@ -257,10 +257,10 @@ async def test_power_loss_keeps_exactly_the_synced_batches(
     rng = random.Random(torn)
     batches = varied_batches(rng, 12)
     seg = await make_segment(0, ops=ops)
-    await seg.append(batches[:4], fsync=True)
-    await seg.append(batches[4:6])
-    await seg.append(batches[6:8], fsync=True)  # syncs 4..7 too
-    await seg.append(batches[8:])
+    await append(seg, batches[:4], fsync=True)
+    await append(seg, batches[4:6])
+    await append(seg, batches[6:8], fsync=True)  # syncs 4..7 too
+    await append(seg, batches[8:])
     seg.close()
     ops.power_fail(torn_bytes=torn)
     recovered = await make_segment(0, file_already_exists=True)
@@ -316,5 +316,5 @@ async def test_a_garbage_first_header_does_not_stop_the_open(make_segment: Segme
     seg = await make_segment(0, file_already_exists=True)
     assert seg.first_batch_timestamp == 2**63 - 1
     assert seg.recover(MAX_BATCH) == 4096
-    await seg.append([batch(0, "fresh", ts=77)])
+    await append(seg, [batch(0, "fresh", ts=77)])
     assert seg.first_batch_timestamp == 77

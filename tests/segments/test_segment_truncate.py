@@ -3,7 +3,7 @@ timestamp match the data that remains (out-of-order timestamps, entries around t
 opened without reading its first batch)."""
 import random
 
-from seghelpers import batch
+from seghelpers import append, batch
 
 from seglog.segments.fileio import in_thread
 from seglog.segments.segment import LogSegment
@@ -21,7 +21,7 @@ async def test_truncate_to_leaves_timestamps_offsets_reads_and_indexes_consisten
         spans = []
         for i in range(0, 60, 3):
             b = [batch(off + j, "v" * rnd.randrange(1, 80), ts=ts[i + j]) for j in range(1)]
-            await seg.append(b)
+            await append(seg, b)
             spans.append((off, ts[i]))
             off += 1
         cut = rnd.randrange(100, off + 2)
@@ -38,7 +38,7 @@ async def test_truncate_to_leaves_timestamps_offsets_reads_and_indexes_consisten
         for j in range(10):
             o = first + j
             t = rnd.randrange(1000)
-            await seg.append([batch(o, "w" * rnd.randrange(1, 80), ts=t)])
+            await append(seg, [batch(o, "w" * rnd.randrange(1, 80), ts=t)])
             kept.append((o, t))
         for o, _ in kept:
             r = (seg.read(o, 1, min_one_message=True)).records()
@@ -67,7 +67,7 @@ async def test_a_bulk_opened_segment_made_active_by_truncation_rolls_by_its_firs
     kw = dict(max_index_size=4096, index_interval_bytes=0, roll_jitter_ms=0)
     seg = LogSegment.open(tmp_path, 0, now_ms=0, **kw)
     for i in range(5):
-        await seg.append([batch(i, "v", ts=1_000 + i)])
+        await append(seg, [batch(i, "v", ts=1_000 + i)])
     seg.close()
     seg = await in_thread(LogSegment.open, tmp_path, 0, now_ms=10_000_000, file_already_exists=True,
                           read_first_batch=False, **kw)

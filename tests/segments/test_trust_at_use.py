@@ -14,7 +14,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from seghelpers import SegmentFactory, batch
+from seghelpers import SegmentFactory, append, batch
 
 from seglog.indexes.offset_index import OFFSET_ENTRY
 from seglog.indexes.time_index import TIME_ENTRY
@@ -36,7 +36,7 @@ async def _written(make_segment: SegmentFactory, tmp_path: Path) -> list[tuple[i
     """A closed segment at base 0; returns (position, base offset) of each batch."""
     seg = await make_segment(0, index_interval_bytes=INTERVAL)
     for k in range(BATCHES):
-        await seg.append([batch(2 * k, *_values(2 * k))])
+        await append(seg, [batch(2 * k, *_values(2 * k))])
     seg.close()
     data = (tmp_path / "00000000000000000000.log").read_bytes()
     out, position = [], 0
