@@ -148,8 +148,10 @@ _run_in_executor = cast(Callable[[Callable[[], object]], Awaitable[object]], aio
 async def in_thread(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
     """Run ``fn(*args, **kwargs)`` in the default executor: one thread hop, via aiofiles.
 
-    For the segment layer's compound operations (index loading, recovery);
-    ``fn`` must not touch objects the event loop mutates meanwhile.
+    The hop of every blocking operation but the appends (a segment's read
+    that missed the page cache, its index loading, recovery, flush, close...);
+    ``fn`` must not touch objects the event loop mutates meanwhile, beyond
+    what the segment's concurrency contract allows.
     """
     return cast(_T, await _run_in_executor(partial(fn, *args, **kwargs)))
 
