@@ -367,24 +367,25 @@ def _find_in_segment(
     return segment.find_offset_by_timestamp(timestamp, starting_offset=start, nowait=nowait)
 
 
-def _largest_record_timestamps(segments: Sequence[LogSegment], nowait: bool) -> list[int | None] | WouldBlock:
-    found: list[int | None] = []
+def _each_segment(
+    segments: Sequence[LogSegment], read: Callable[[LogSegment, bool], _T | WouldBlock], nowait: bool
+) -> list[_T] | WouldBlock:
+    # read(segment, nowait) of every segment, in one attempt (or one hop): WOULD_BLOCK if any would block.
+    found: list[_T] = []
     for segment in segments:
-        largest = segment.largest_record_timestamp(nowait=nowait)
-        if largest is WOULD_BLOCK:
+        got = read(segment, nowait)
+        if got is WOULD_BLOCK:
             return WOULD_BLOCK
-        found.append(largest)
+        found.append(got)
     return found
 
 
-def _largest_timestamps(segments: Sequence[LogSegment], nowait: bool) -> list[int] | WouldBlock:
-    found: list[int] = []
-    for segment in segments:
-        largest = segment.largest_timestamp(nowait=nowait)
-        if largest is WOULD_BLOCK:
-            return WOULD_BLOCK
-        found.append(largest)
-    return found
+def _largest_record_timestamp(segment: LogSegment, nowait: bool) -> int | WouldBlock | None:
+    return segment.largest_record_timestamp(nowait=nowait)
+
+
+def _largest_timestamp(segment: LogSegment, nowait: bool) -> int | WouldBlock:
+    return segment.largest_timestamp(nowait=nowait)
 
 
 async def close_segments(segments: Sequence[LogSegment]) -> None:
@@ -1929,7 +1930,8 @@ class PartitionLog:
         live = self._live_segments()
         # Every segment's largest timestamp is known once its time index was loaded: one hop for all those
         # that were not, then the lookup in the segment that has the largest.
-        for segment, largest in zip(live, await segment_read(partial(_largest_record_timestamps, live)), strict=True):
+        largest_of = await segment_read(partial(_each_segment, live, _largest_record_timestamp))
+        for segment, largest in zip(live, largest_of, strict=True):
             if largest is not None and (best is None or largest > best[0]):
                 best = (largest, segment)
         if best is None:
@@ -2080,7 +2082,7 @@ class PartitionLog:
         segments = self._segments.values()
         # One hop for every segment whose largest timestamp is not known yet (a sealed segment's time
         # index is loaded on first use), none when all are.
-        largest = await segment_read(partial(_largest_timestamps, segments))
+        largest = await segment_read(partial(_each_segment, segments, _largest_timestamp))
         summaries = [SegmentSummary(s.base_offset, s.size, ts) for s, ts in zip(segments, largest, strict=True)]
         return plan_retention(
             summaries,

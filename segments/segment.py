@@ -560,39 +560,26 @@ class LogSegment:
         """
         directory = directory if isinstance(directory, Path) else Path(directory)  # Path(a Path) re-parses it
         prefix = f"{directory}{os.sep}{base_offset:020d}"
+        log_path = f"{prefix}{LOG_SUFFIX}{suffix}"
+        first_batch: BatchHeader | None = None
+        existed = (False, False)
         if not file_already_exists:
-            created = SegmentFile.open(
-                f"{prefix}{LOG_SUFFIX}{suffix}", create=True, writable=writable, preallocate_bytes=preallocate_bytes,
-                ops=ops,
+            log = SegmentFile.open(
+                log_path, create=True, writable=writable, preallocate_bytes=preallocate_bytes, ops=ops
             )
-            return cls(
-                log=created,
-                directory=directory,
-                base_offset=base_offset,
-                suffix=suffix,
-                max_index_size=max_index_size,
-                index_interval_bytes=index_interval_bytes,
-                roll_jitter_ms=roll_jitter_ms,
-                now_ms=now_ms,
-                writable=writable,
-                first_batch=None,
-                index_files_existed=(False, False),
-            )
-        log = SegmentFile.open(
-            f"{prefix}{LOG_SUFFIX}{suffix}", create=False, writable=writable, ops=ops, defer=defer_open
-        )
-        try:
-            # Only the active segment's first batch matters (time-based rolling); a caller that
-            # opens sealed segments in bulk skips the read.
-            first_batch = log.read(partial(_probe_first_header, log.size)) if read_first_batch else None
-            if index_files_existed is None:
-                index_files_existed = (
+        else:
+            log = SegmentFile.open(log_path, create=False, writable=writable, ops=ops, defer=defer_open)
+            try:
+                # Only the active segment's first batch matters (time-based rolling); a caller that
+                # opens sealed segments in bulk skips the read.
+                first_batch = log.read(partial(_probe_first_header, log.size)) if read_first_batch else None
+                existed = index_files_existed if index_files_existed is not None else (
                     log.ops.exists(f"{prefix}{INDEX_SUFFIX}{suffix}"),
                     log.ops.exists(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}"),
                 )
-        except BaseException:
-            log.close(trim=False)
-            raise
+            except BaseException:
+                log.close(trim=False)
+                raise
         return cls(
             log=log,
             directory=directory,
@@ -604,7 +591,7 @@ class LogSegment:
             now_ms=now_ms,
             writable=writable,
             first_batch=first_batch,
-            index_files_existed=index_files_existed,
+            index_files_existed=existed,
         )
 
     def first_batch(self) -> BatchHeader | None:
