@@ -348,6 +348,15 @@ _GROUP_COLUMNS: Final = (("seglog", "seglog"), ("file_per_group", "file per grou
                           ("sqlite_normal", "sqlite NORMAL"))
 
 
+def _print_ratios(what: str, ratios: dict[str, Any], title: str) -> None:
+    """A section's same-run ratios, without targets: label and value."""
+    print_table(
+        [f"{what} ratio (same run)", Column("value", "right")],
+        [[r["label"], "-" if r["value"] is None else f"{r['value']:.2f}"] for r in ratios.values()],
+        title=title,
+    )
+
+
 def _print_groups_of(report: Report) -> None:
     rows, ratios = report.groups.get("rows"), report.groups.get("ratios")
     if not rows or not ratios:
@@ -359,11 +368,7 @@ def _print_groups_of(report: Report) -> None:
         title=f"{report.groups['groups']} groups x {report.groups['partitions_per_commit']} partitions, "
         "every commit durable on return (sqlite NORMAL: not fsynced), same run",
     )
-    print_table(
-        ["group-store ratio (same run)", Column("value", "right")],
-        [[r["label"], "-" if r["value"] is None else f"{r['value']:.2f}"] for r in ratios.values()],
-        title="group store ratios",
-    )
+    _print_ratios("group-store", ratios, "group store ratios")
 
 
 def _print_transactions_of(report: Report) -> None:
@@ -378,11 +383,7 @@ def _print_transactions_of(report: Report) -> None:
         title=f"{t['records_per_round']:,} records of {t['value_bytes']} B a round, batches of {t['batch_records']}, "
         "same run",
     )
-    print_table(
-        ["transactions ratio (same run)", Column("value", "right")],
-        [[r["label"], "-" if r["value"] is None else f"{r['value']:.2f}"] for r in ratios.values()],
-        title="transactional produce beside plain appends",
-    )
+    _print_ratios("transactions", ratios, "transactional produce beside plain appends")
 
 
 def _transactions_markdown(document: dict[str, Any]) -> list[str]:
