@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,6 +41,8 @@ __all__ = [
     "DEFAULT_RETENTION_CHECK_INTERVAL_MS",
     "BackgroundWork",
     "CheckpointFiles",
+    "close_logs",
+    "retention_pass",
 ]
 
 log = logging.getLogger("seglog")
@@ -51,6 +53,48 @@ log = logging.getLogger("seglog")
 DEFAULT_RETENTION_CHECK_INTERVAL_MS: Final = 300_000
 DEFAULT_CHECKPOINT_INTERVAL_MS: Final = 60_000
 DEFAULT_FLUSH_CHECK_INTERVAL_MS: Final = 1_000
+# Partitions closed at once by close_logs: enough to keep the default executor's threads
+# (min(32, cpus + 4)) busy. (Engine.open opens loader.LOAD_CHUNK partitions per hop.)
+CLOSE_CONCURRENCY: Final = 8
+
+
+async def retention_pass(logs: Iterable[PartitionLog], now_ms: int) -> tuple[int, SeglogError | None]:
+    """One retention pass over ``logs``: the segments deleted, and the first partition's failure.
+
+    A partition whose files fail (e.g. opened for the first time here) does not
+    stop retention of the others: it is logged, and the caller raises the first
+    failure once it has recorded what the pass deleted.
+    """
+    deleted = 0
+    failed: SeglogError | None = None
+    for plog in list(logs):
+        try:
+            deleted += await plog.enforce_retention(now_ms)
+        except ClosedError:
+            continue  # deleted or closed meanwhile
+        except SeglogError as exc:
+            log.error("%s-%d: retention failed: %s", plog.topic, plog.partition, exc)
+            failed = failed or exc
+    return deleted, failed
+
+
+async def close_logs(logs: Iterable[PartitionLog], *, flush: bool) -> bool:
+    """Close ``logs``, a few at once; whether every one closed cleanly (a failure is logged).
+
+    Each drains the appends already queued, then (with ``flush``) fsyncs, then closes its files.
+    """
+    gate = asyncio.Semaphore(CLOSE_CONCURRENCY)
+
+    async def close_one(plog: PartitionLog) -> bool:
+        async with gate:
+            try:
+                await plog.close(flush=flush)
+            except SeglogError as exc:
+                log.error("%s-%d: close failed: %s", plog.topic, plog.partition, exc)
+                return False
+            return True
+
+    return all(await asyncio.gather(*(close_one(plog) for plog in list(logs))))
 
 
 class BackgroundWork:

@@ -1,10 +1,12 @@
 """``Engine``: one log directory — its lock, topics, partitions, checkpoints and background work.
 
-Owns: the public API of a log directory -- opening it (the lock, the
-clean-shutdown marker, then ``engine.loader``), topics (``engine.topic_admin``
-does their directories), producing, consumer groups (through its group
-coordinator and group store: ``engine/coordinator.py``, ``engine/groups.py``),
-retention and flush passes over every partition, the checkpoints, and closing.
+Owns: the public API of a log directory -- opening it (its options checked by
+``engine.opening``; the lock, the clean-shutdown marker, then ``engine.loader``),
+topics (``engine.topic_admin`` does their directories), producing, consumer
+groups and transactions (the stores beside the partitions, held by
+``engine.services``: group store and coordinator, producer ids, transaction log
+and coordinator), retention and flush passes over every partition
+(``engine.background``), the checkpoints, and closing.
 What a ``PartitionLog`` needs of it, it gets through a narrow ``LogOwner``
 (``_Owner`` below), never by calling the engine.
 
@@ -35,7 +37,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -47,6 +49,8 @@ from seglog.engine.background import (
     DEFAULT_RETENTION_CHECK_INTERVAL_MS,
     BackgroundWork,
     CheckpointFiles,
+    close_logs,
+    retention_pass,
 )
 from seglog.engine.config import LogConfig
 from seglog.engine.consumer import GroupConsumer
@@ -55,32 +59,27 @@ from seglog.engine.errors import (
     ClosedError,
     InvalidConfigError,
     InvalidRecordError,
-    SeglogError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from seglog.engine.follow import DEFAULT_FOLLOW_INTERVAL_MS, Follower, start_following_in_thread
-from seglog.engine.groups import GROUPS_DIR, GroupStore
 from seglog.engine.loader import RecoveryProgress
 from seglog.engine.log import LoadedLog, PartitionLog, Unopened
+from seglog.engine.opening import Opening, OpenOptions
 from seglog.engine.partitioner import KeyPartitioner
-from seglog.engine.producer_ids import ProducerIdManager
 from seglog.engine.results import AppendResult, RecordMetadata
+from seglog.engine.services import DirServices
 from seglog.engine.topics import TopicState, check_partition_count, check_same_topic, resolve_config
 from seglog.engine.transactions import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
     DEFAULT_TRANSACTIONS_CLEANUP_INTERVAL_MS,
-    TRANSACTIONS_DIR,
     Transaction,
     TransactionCoordinator,
-    TransactionLog,
 )
 from seglog.engine.validate import (
-    check_max_open_files,
     validate_group,
     validate_offset,
-    validate_open_options,
     validate_partition,
     validate_topic,
 )
@@ -95,36 +94,10 @@ log = logging.getLogger("seglog")
 
 CLEAN_SHUTDOWN_FILE: Final = _fs.CLEAN_SHUTDOWN_FILE
 LOCK_FILE: Final = ".lock"
-# Partitions closed at once by Engine.close: enough to keep the default executor's threads
-# (min(32, cpus + 4)) busy. (Engine.open opens loader.LOAD_CHUNK partitions per hop.)
-LOAD_CONCURRENCY: Final = 8
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class _Opening:
-    """What ``Engine.open`` returns: await it, or use it as ``async with``."""
-
-    __slots__ = ("_args", "_engine")
-
-    def __init__(self, args: dict[str, Any]) -> None:
-        self._args = args
-        self._engine: Engine | None = None
-
-    def __await__(self) -> Generator[Any, None, Engine]:
-        return Engine._open(**self._args).__await__()
-
-    async def __aenter__(self) -> Engine:
-        self._engine = await Engine._open(**self._args)
-        return self._engine
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._engine is not None:
-            await self._engine.close()
 
 
 class _Owner:
@@ -177,14 +150,11 @@ class Engine:
             on_active=start_following_in_thread if read_only else None,
         )
         self._partitioner = KeyPartitioner()
-        self._groups = GroupStore(path / GROUPS_DIR, read_only=read_only)
-        self._coordinator = GroupCoordinator(self._groups)
-        self._producer_ids = ProducerIdManager(path)
-        self._txn_log = TransactionLog(path / TRANSACTIONS_DIR, read_only=read_only)
-        self._transactions = TransactionCoordinator(
-            self._txn_log, self._producer_ids, self._coordinator, self._write_txn_marker,
-            lambda topic, partition: (topic, partition) in self._logs,
-        )
+        self._services = DirServices(path, read_only=read_only, write_txn_marker=self._write_txn_marker,
+                                     has_partition=lambda topic, partition: (topic, partition) in self._logs)
+        self._groups = self._services.groups
+        self._coordinator = self._services.coordinator
+        self._transactions = self._services.transactions
         self.transactions_remove_expired_transaction_cleanup_interval_ms = DEFAULT_TRANSACTIONS_CLEANUP_INTERVAL_MS
         self._closed = False
         self._closing = False
@@ -219,7 +189,7 @@ class Engine:
         max_open_files: int | None = None,
         transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
         transactions_remove_expired_transaction_cleanup_interval_ms: int = DEFAULT_TRANSACTIONS_CLEANUP_INTERVAL_MS,
-    ) -> _Opening:
+    ) -> Opening[Engine]:
         """Open (creating if needed) the log directory at ``path``.
 
         ``config`` is the default ``LogConfig`` for topics created without
@@ -265,66 +235,40 @@ class Engine:
                 or ``max_open_files`` is not an int of at least 16.
             StorageError: the directory cannot be created or read.
         """
-        flags = {"read_only": read_only, "force_recovery": force_recovery, "follow": follow,
-                 "auto_create_topics": auto_create_topics}
-        intervals = {"retention_check_interval_ms": retention_check_interval_ms,
-                     "checkpoint_interval_ms": checkpoint_interval_ms,
-                     "flush_check_interval_ms": flush_check_interval_ms, "follow_interval_ms": follow_interval_ms,
-                     "transactional_id_expiration_ms": transactional_id_expiration_ms,
-                     "transactions_remove_expired_transaction_cleanup_interval_ms":
-                         transactions_remove_expired_transaction_cleanup_interval_ms}
-        absolute, config = validate_open_options(path, config, flags, intervals, on_progress)
-        check_partition_count("auto_create_partitions", auto_create_partitions)
-        check_max_open_files(max_open_files)
-        return _Opening(
-            {
-                "path": absolute,
-                "config": config,
-                "read_only": read_only,
-                "on_progress": on_progress,
-                "force_recovery": force_recovery,
-                "intervals": (retention_check_interval_ms, checkpoint_interval_ms, flush_check_interval_ms),
-                "transactional_ids": (transactional_id_expiration_ms,
-                                      transactions_remove_expired_transaction_cleanup_interval_ms),
-                "follow": (follow, follow_interval_ms),
-                "auto_create": (auto_create_topics, auto_create_partitions),
-                "max_open_files": max_open_files,
-            }
+        options = OpenOptions.checked(
+            path, config, on_progress, read_only=read_only, force_recovery=force_recovery,
+            retention_check_interval_ms=retention_check_interval_ms, checkpoint_interval_ms=checkpoint_interval_ms,
+            flush_check_interval_ms=flush_check_interval_ms, follow=follow, follow_interval_ms=follow_interval_ms,
+            auto_create_topics=auto_create_topics, auto_create_partitions=auto_create_partitions,
+            max_open_files=max_open_files, transactional_id_expiration_ms=transactional_id_expiration_ms,
+            transactions_remove_expired_transaction_cleanup_interval_ms=(
+                transactions_remove_expired_transaction_cleanup_interval_ms),
         )
+        return Opening(lambda: Engine._open(options))
 
     @classmethod
-    async def _open(
-        cls,
-        *,
-        path: Path,
-        config: LogConfig,
-        read_only: bool,
-        on_progress: Callable[[RecoveryProgress], None] | None,
-        force_recovery: bool,
-        intervals: tuple[int, int, int],
-        follow: tuple[bool, int],
-        auto_create: tuple[bool, int],
-        max_open_files: int | None,
-        transactional_ids: tuple[int, int],
-    ) -> Engine:
-        if max_open_files is not None:
+    async def _open(cls, options: OpenOptions) -> Engine:
+        if options.max_open_files is not None:
             # A smaller budget closes idle descriptors now: in a thread, not on the loop.
-            await in_thread(open_file_budget().resize, max_open_files)
-        engine = cls(path, config, read_only=read_only)
-        (engine._transactions.transactional_id_expiration_ms,
-         engine.transactions_remove_expired_transaction_cleanup_interval_ms) = transactional_ids
-        (engine.retention_check_interval_ms, engine.checkpoint_interval_ms,
-         engine.flush_check_interval_ms) = intervals
-        engine.auto_create_topics, engine.auto_create_partitions = auto_create
+            await in_thread(open_file_budget().resize, options.max_open_files)
+        engine = cls(options.path, options.config, read_only=options.read_only)
+        engine._transactions.transactional_id_expiration_ms = options.transactional_id_expiration_ms
+        engine.transactions_remove_expired_transaction_cleanup_interval_ms = (
+            options.transactions_remove_expired_transaction_cleanup_interval_ms)
+        engine.retention_check_interval_ms = options.retention_check_interval_ms
+        engine.checkpoint_interval_ms = options.checkpoint_interval_ms
+        engine.flush_check_interval_ms = options.flush_check_interval_ms
+        engine.auto_create_topics = options.auto_create_topics
+        engine.auto_create_partitions = options.auto_create_partitions
         try:
-            await engine._load(on_progress, force_recovery=force_recovery)
-            if read_only:
-                engine._follower = Follower(engine._dir, follow[1])
-                await engine._follower.start(follow=follow[0])
+            await engine._load(options.on_progress, force_recovery=options.force_recovery)
+            if options.read_only:
+                engine._follower = Follower(engine._dir, options.follow_interval_ms)
+                await engine._follower.start(follow=options.follow)
         except BaseException:
             await engine._abort_open()
             raise
-        if not read_only:
+        if not options.read_only:
             engine._start_background()
         return engine
 
@@ -355,9 +299,8 @@ class Engine:
             self._dir, listing, force_recovery=force_recovery, on_progress=on_progress
         )
         if self.read_only:
-            await self._groups.load()
-            await self._txn_log.load()
-            self._transactions.start()
+            await self._services.load()
+            self._services.start()
             return
         # A topic whose creation was cut short by a crash gets its missing partitions now.
         for state in list(self._topics.values()):
@@ -366,10 +309,9 @@ class Engine:
                 log.warning("topic %s: partition(s) %s of %d missing (a create_topic was cut short); creating them",
                             state.name, missing, state.partitions)
                 await topic_admin.create_partitions(self.path, state, missing, self._logs, self._owner)
-        await self._groups.load()
-        await self._txn_log.load()
+        await self._services.load()
         await _fs.remove_file(self.path / CLEAN_SHUTDOWN_FILE, sync_dir=True)
-        self._transactions.start()  # finishes transactions a crash left half-ended
+        self._services.start()  # finishes transactions a crash left half-ended
         if recovered:
             await self._checkpoints.write_all()
 
@@ -381,11 +323,7 @@ class Engine:
                 await plog.close()
         self._logs.clear()
         await self._background.stop()
-        with contextlib.suppress(Exception):
-            await self._transactions.close()
-            await self._coordinator.close()
-            await self._groups.close()
-            await self._txn_log.close()
+        await self._services.abort()
         if self._lock_handle is not None:
             await self._lock_handle.release()
             self._lock_handle = None
@@ -616,7 +554,7 @@ class Engine:
             InvalidRecordError: not ints. ClosedError: closed or read-only. StorageError: ids not recorded.
         """
         self._check_writable()
-        return await self._producer_ids.init_producer_id(producer_id, producer_epoch)
+        return await self._services.producer_ids.init_producer_id(producer_id, producer_epoch)
 
     # -- transactions ----------------------------------------------------------------------------
 
@@ -756,19 +694,7 @@ class Engine:
     async def enforce_retention(self) -> int:
         """Run one retention pass over every partition now; returns the segments deleted."""
         self._check_writable()
-        now_ms = _now_ms()
-        deleted = 0
-        failed: SeglogError | None = None
-        for plog in list(self._logs.values()):
-            try:
-                deleted += await plog.enforce_retention(now_ms)
-            except ClosedError:
-                continue  # deleted or closed meanwhile
-            except SeglogError as exc:
-                # One partition whose files fail (e.g. opened for the first time here) must not stop
-                # retention of the others; the first failure is raised after the pass.
-                log.error("%s-%d: retention failed: %s", plog.topic, plog.partition, exc)
-                failed = failed or exc
+        deleted, failed = await retention_pass(self._logs.values(), _now_ms())
         if deleted:
             await self._checkpoints.write_log_start_offsets()
         if failed is not None:
@@ -827,30 +753,11 @@ class Engine:
     async def _close_locked(self) -> None:
         if self._follower is not None:
             await self._follower.close()  # no refresh touches a partition from here on
-        await self._coordinator.close()  # group consumers stop; parked JoinGroup calls are answered
-        await self._transactions.close()  # markers in flight finish; timeouts stop
+        await self._services.stop()  # group consumers and transaction timeouts stop
         await self._background.stop()
-        gate = asyncio.Semaphore(LOAD_CONCURRENCY)
-
-        async def close_one(plog: PartitionLog) -> bool:
-            async with gate:
-                try:
-                    # Drains the appends already queued, then fsyncs, then closes the files.
-                    await plog.close(flush=not self.read_only)
-                except SeglogError as exc:
-                    log.error("%s-%d: close failed: %s", plog.topic, plog.partition, exc)
-                    return False
-                return True
-
-        clean = all(await asyncio.gather(*(close_one(p) for p in list(self._logs.values()))))
-        try:
-            await self._groups.close()  # the commits already queued are written first
-        except SeglogError as exc:
-            log.error("consumer-group store: close failed: %s", exc)
-        try:
-            await self._txn_log.close()
-        except SeglogError as exc:
-            log.error("transaction log: close failed: %s", exc)
+        # Each drains the appends already queued, then fsyncs, then closes its files.
+        clean = await close_logs(self._logs.values(), flush=not self.read_only)
+        await self._services.close()  # the commits and transaction states already queued are written first
         await self._background.remove_doomed()
         if not self.read_only:
             try:
