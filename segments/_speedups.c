@@ -1144,18 +1144,31 @@ bytes_or_none(const unsigned char *data, Py_ssize_t len)
  * every header name decoded, no trailing bytes); None for anything else, so the Python path
  * decides (it raises for a bad body and reads a valid one this function does not take).
  */
+/* Entries of a batch this small are kept on the stack (a fetch of one-record batches reads thousands). */
+#define STACK_ENTRIES 8
+
 /*
- * The core of decode_records, on the body bytes [body, body + body_len): a new list, a new
- * reference to None (decline), or NULL with an exception set.
+ * The core of decode_records, on the body bytes [body, body + body_len): a new list (`into` NULL),
+ * or the Records appended to the list `into` and a new reference to True; a new reference to None
+ * (decline: nothing appended), or NULL with an exception set (`into` may then hold some of them).
+ *
+ * Each Record is untracked by the cycle collector once built: it holds only bytes, None, ints and
+ * tuples of (str, bytes) pairs, none of which can lead back to it, and a fetch of a megabyte of
+ * small records otherwise has the collector walk thousands of live Records on every young
+ * collection while the list is built (the same reasoning as CPython's own untracking of tuples of
+ * atomic items; a cycle through the Record class itself would be kept, never freed early).
  */
 static PyObject *
-records_of_body(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_len, Py_ssize_t count,
-                long long last_offset_delta, long long base_offset, long long base_ts, long long max_ts,
-                int log_append, Py_ssize_t lo, long long max_bytes)
+records_into(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_len, Py_ssize_t count,
+             long long last_offset_delta, long long base_offset, long long base_ts, long long max_ts,
+             int log_append, Py_ssize_t lo, long long max_bytes, PyObject *into)
 {
     long long last;
+    Entry small_entries[STACK_ENTRIES];
+    long long small_stamps[STACK_ENTRIES];
     Entry *entries = NULL;
     long long *stamps = NULL;
+    Py_ssize_t at = -1; /* where the Records go in `out` (-1: nothing placed yet) */
     PyObject *out = NULL, *empty = NULL, *headers = NULL, *result = NULL;
     if (!PyType_IsSubtype(type, &PyTuple_Type) || body_len < 0 || count < 1 || lo < 0 || lo >= count ||
         last_offset_delta != count - 1 || base_offset < 0 || !add_int64(base_offset, last_offset_delta, &last) ||
@@ -1165,8 +1178,14 @@ records_of_body(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_l
     Py_ssize_t n, m = count - lo;
     if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
         goto fallback;
-    entries = PyMem_Malloc((size_t)m * sizeof(Entry));
-    stamps = PyMem_Malloc((size_t)m * sizeof(long long));
+    if (m <= STACK_ENTRIES) {
+        entries = small_entries;
+        stamps = small_stamps;
+    }
+    else {
+        entries = PyMem_Malloc((size_t)m * sizeof(Entry));
+        stamps = PyMem_Malloc((size_t)m * sizeof(long long));
+    }
     if (entries == NULL || stamps == NULL) {
         PyErr_NoMemory();
         goto error;
@@ -1217,15 +1236,29 @@ records_of_body(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_l
     if (c.p != c.end)
         goto fallback; /* trailing bytes after the five columns */
 
-    out = PyList_New(hi - lo);
-    if (out == NULL)
-        goto error;
+    if (into == NULL) {
+        at = 0;
+        out = PyList_New(hi - lo);
+        if (out == NULL)
+            goto error;
+    }
+    else {
+        /* `into` grows by hi - lo placeholders (list.append's over-allocation), replaced one by one */
+        at = PyList_GET_SIZE(into);
+        out = into;
+        Py_INCREF(out);
+        for (Py_ssize_t i = lo; i < hi; i++)
+            if (PyList_Append(out, Py_None) < 0)
+                goto error;
+    }
     for (Py_ssize_t i = lo; i < hi; i++) {
         Entry *e = &entries[i - lo];
         PyObject *record = type->tp_alloc(type, 5);
         if (record == NULL)
             goto error;
-        PyList_SET_ITEM(out, i - lo, record); /* owned by the list from here: cleaned up with it */
+        if (into != NULL)
+            Py_DECREF(PyList_GET_ITEM(out, at + i - lo)); /* the None placeholder */
+        PyList_SET_ITEM(out, at + i - lo, record); /* owned by the list from here: cleaned up with it */
         PyObject *h = headers == NULL ? empty : PyList_GET_ITEM(headers, i - lo);
         Py_INCREF(h);
         PyTuple_SET_ITEM(record, 3, h);
@@ -1237,9 +1270,16 @@ records_of_body(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_l
         PyTuple_SET_ITEM(record, 4, off);
         if (v == NULL || k == NULL || ts == NULL || off == NULL)
             goto error; /* a tuple's NULL items are skipped by its dealloc */
+        PyObject_GC_UnTrack(record);
     }
-    result = out;
-    out = NULL;
+    if (into != NULL) {
+        result = Py_True;
+        Py_INCREF(result);
+    }
+    else {
+        result = out;
+        out = NULL;
+    }
     goto done;
 
 fallback:
@@ -1249,13 +1289,30 @@ fallback:
     goto done;
 error:
     result = NULL;
+    if (into != NULL && at >= 0) { /* `into` as it was: the caller's list never holds a partial batch */
+        PyObject *type_, *value, *traceback;
+        PyErr_Fetch(&type_, &value, &traceback);
+        PyList_SetSlice(into, at, PyList_GET_SIZE(into), NULL);
+        PyErr_Restore(type_, value, traceback);
+    }
 done:
-    PyMem_Free(entries);
-    PyMem_Free(stamps);
+    if (entries != small_entries)
+        PyMem_Free(entries);
+    if (stamps != small_stamps)
+        PyMem_Free(stamps);
     Py_XDECREF(out);
     Py_XDECREF(empty);
     Py_XDECREF(headers);
     return result;
+}
+
+static PyObject *
+records_of_body(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_len, Py_ssize_t count,
+                long long last_offset_delta, long long base_offset, long long base_ts, long long max_ts,
+                int log_append, Py_ssize_t lo, long long max_bytes)
+{
+    return records_into(type, body, body_len, count, last_offset_delta, base_offset, base_ts, max_ts, log_append,
+                        lo, max_bytes, NULL);
 }
 
 static PyObject *
@@ -1375,6 +1432,148 @@ done:
     return result;
 }
 
+/* ---- many whole batches: the walk of a fetch (batch.decode_batches, whole_batches_length) ---- */
+
+#define CONTROL_BIT 0x20
+#define TRANSACTIONAL_BIT 0x10
+
+/*
+ * batches_records(record_type, crc32c, buf, position, start_offset, max_batch_bytes, expected, into)
+ *   -> (position, expected)
+ *
+ * batch.decode_batches' loop in one call: from `position` on, each batch of `buf` that is the plain
+ * valid case of seglog's format -- its header passes batch.header_problem (max_batch_bytes), it lies
+ * whole in `buf`, its base offset is `expected` (-1: any, the first batch of a read), its CRC-32C
+ * (`crc32c`: google_crc32c.value, called on a bytes copy of the covered bytes) is the header's, and
+ * records_into takes its body -- has its Records from start_offset on appended to the list `into`.
+ * It stops before the first batch that is anything else (a Kafka batch, a corrupt one, a body
+ * records_into declines, fewer than 61 bytes left) and returns that batch's position (len(buf)
+ * after the last one) and the base offset the next batch must have (-1: no batch taken and none
+ * given). The Python loop then takes over at exactly that batch: it reads it, or raises the
+ * documented error, with its own messages. Nothing is appended for a batch it stops at.
+ */
+static PyObject *
+batches_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *type;
+    PyObject *crc32c, *into;
+    Py_buffer view;
+    Py_ssize_t position;
+    long long start_offset, max_batch_bytes, expected;
+    if (!PyArg_ParseTuple(args, "O!Oy*nLLLO!", &PyType_Type, &type, &crc32c, &view, &position, &start_offset,
+                          &max_batch_bytes, &expected, &PyList_Type, &into))
+        return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len;
+    PyObject *result = NULL;
+    if (position < 0 || !PyType_IsSubtype(type, &PyTuple_Type))
+        goto done; /* result NULL: set below */
+    while (end - position >= HEADER_SIZE) {
+        const unsigned char *p = buf + position;
+        long long base_offset = (long long)be(p, 8);
+        long long batch_length = (int32_t)be(p + 8, 4);
+        unsigned magic = p[16];
+        unsigned long long crc = be(p + CRC_OFFSET, 4);
+        int attributes = (int16_t)be(p + 21, 2);
+        long long last_offset_delta = (int32_t)be(p + 23, 4);
+        long long base_ts = (long long)be(p + 27, 8);
+        long long max_ts = (long long)be(p + 35, 8);
+        long long producer_id = (long long)be(p + 43, 8);
+        long long count = (int32_t)be(p + 57, 4);
+        long long size = LOG_OVERHEAD + batch_length, last;
+        if (magic != MAGIC || size < MIN_BATCH_SIZE || size > max_batch_bytes || size > end - position ||
+            (attributes & ~KNOWN_ATTRIBUTES) || (attributes & (COMPRESSION_MASK | CONTROL_BIT)) ||
+            ((attributes & TRANSACTIONAL_BIT) && producer_id < 0) || count < 1 || count > last_offset_delta + 1 ||
+            count * MIN_RECORD_BYTES + BODY_FIXED_BYTES > size - HEADER_SIZE || base_offset < 0 ||
+            !add_int64(base_offset, last_offset_delta, &last) || last == LLONG_MAX || max_ts < base_ts ||
+            base_ts < 0 || (expected >= 0 && base_offset != expected))
+            break; /* the last offset INT64_MAX: the next expected one is not an int64, Python's to handle */
+        PyObject *covered = PyBytes_FromStringAndSize((const char *)p + CRC_START, (Py_ssize_t)(size - CRC_START));
+        if (covered == NULL)
+            goto done;
+        PyObject *computed = PyObject_CallOneArg(crc32c, covered);
+        Py_DECREF(covered);
+        if (computed == NULL)
+            goto done;
+        unsigned long long value = PyLong_AsUnsignedLongLong(computed);
+        Py_DECREF(computed);
+        if (value == (unsigned long long)-1 && PyErr_Occurred())
+            goto done;
+        if (value != crc)
+            break; /* the Python path reports the mismatch */
+        if (last >= start_offset) {
+            long long lo = start_offset > base_offset ? start_offset - base_offset : 0;
+            PyObject *took = records_into(type, p + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE), (Py_ssize_t)count,
+                                          last_offset_delta, base_offset, base_ts, max_ts,
+                                          attributes & TIMESTAMP_TYPE_BIT, (Py_ssize_t)lo, -1, into);
+            if (took == NULL)
+                goto done;
+            int declined = took == Py_None;
+            Py_DECREF(took);
+            if (declined)
+                break;
+        }
+        expected = last + 1;
+        position += (Py_ssize_t)size;
+    }
+    result = Py_BuildValue("nL", position, expected);
+done:
+    if (result == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "batches_records: position must be >= 0 and record_type a tuple type");
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/*
+ * whole_batches_length(buf, first_size) -> int | None
+ *
+ * batch.whole_batches_length: the length of the longest prefix of `buf` made of whole batches whose
+ * offsets follow on, the first one `first_size` bytes long. None when first_size is below a
+ * header's size, or an offset does not fit an int64 (the Python function then decides).
+ */
+static PyObject *
+whole_batches_length(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t first_size;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &first_size))
+        return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t size = view.len, length = first_size <= size ? first_size : 0;
+    PyObject *result = NULL;
+    if (first_size < HEADER_SIZE) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    if (length > 0) {
+        long long expected;
+        if (!add_int64((long long)be(buf, 8), (int32_t)be(buf + 23, 4), &expected) ||
+            !add_int64(expected, 1, &expected)) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        while (length + HEADER_SIZE <= size) {
+            const unsigned char *p = buf + length;
+            long long base_offset = (long long)be(p, 8);
+            long long batch_length = (int32_t)be(p + 8, 4);
+            if (base_offset != expected || batch_length <= 0 || length + LOG_OVERHEAD + batch_length > size)
+                break;
+            if (!add_int64(base_offset, (int32_t)be(p + 23, 4), &expected) || !add_int64(expected, 1, &expected)) {
+                result = Py_None;
+                Py_INCREF(result);
+                goto done;
+            }
+            length += LOG_OVERHEAD + (Py_ssize_t)batch_length;
+        }
+    }
+    result = PyLong_FromSsize_t(length);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /*
  * find_timestamp(buf, body_start, body_end, count, last_offset_delta, base_ts, max_ts, log_append,
  *                lo, target) -> (index, timestamp) | None
@@ -1449,6 +1648,8 @@ static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS, "The Records of a dense batch body from entry lo on, or None."},
     {"batch_records", batch_records, METH_VARARGS, "The Records a read of the (checked, CRC-verified) batch returns."},
     {"find_timestamp", find_timestamp, METH_VARARGS, "The first entry >= lo of a dense body at or after a timestamp."},
+    {"batches_records", batches_records, METH_VARARGS, "decode_batches' loop over the plain valid batches of a buffer."},
+    {"whole_batches_length", whole_batches_length, METH_VARARGS, "The bytes of whole, following-on batches at a buffer's start."},
     {NULL, NULL, 0, NULL},
 };
 

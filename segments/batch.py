@@ -76,6 +76,7 @@ __all__ = [
     "read_header",
     "scan_batches",
     "verify_crc",
+    "whole_batches_length",
 ]
 
 # --- On-disk constants: every value below is part of the .log format (docs/FORMAT.md). ---
@@ -185,6 +186,9 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_BIT)
 
 
+# base_offset, batch_length, (partition_leader_epoch, magic, crc, attributes skipped), last_offset_delta:
+# where a batch's offsets are, read without building a BatchHeader (FORMAT.md §2.1).
+_LOCATE: Final = struct.Struct(">qi11xi")
 _make_header = BatchHeader._make
 _unpack_header = HEADER.unpack_from
 _PREFIX = struct.Struct(">qiibI")  # base_offset .. crc: the 21 bytes before the CRC'd range
@@ -1052,7 +1056,27 @@ def decode_batches(
     records: list[Record] = []
     position, end = 0, len(buf)
     expected: int | None = None
+    # The C loop takes the plain valid seglog batches, many per call (a fetch of one-record batches
+    # holds thousands); it stops before any other batch, which the Python loop below reads or refuses
+    # (a Kafka batch, a corrupt one), then hands back to it.
+    fast = (
+        _fast
+        if _fast is not None
+        and type(start_offset) is int
+        and 0 <= start_offset <= INT64_MAX
+        and type(max_batch_bytes) is int
+        and _c_readable(buf)
+        else None
+    )
+    limit = min(max_batch_bytes, INT64_MAX)
     while position < end:
+        if fast is not None and (expected is None or expected <= INT64_MAX):
+            position, after = fast.batches_records(
+                Record, _crc_value, buf, position, start_offset, limit, -1 if expected is None else expected, records
+            )
+            expected = None if after < 0 else after
+            if position >= end:
+                break
         header = read_header(buf, position)
         check_header(header, max_batch_bytes, position)
         if expected is not None and header.base_offset != expected:
@@ -1066,6 +1090,37 @@ def decode_batches(
             records.extend(decode_batch(buf, position, header, start_offset=start_offset))
         position += LOG_OVERHEAD + header.batch_length
     return records
+
+
+def whole_batches_length(buf: bytes | bytearray | memoryview, first_size: int) -> int:
+    """The length of the longest prefix of ``buf`` made of whole batches whose offsets follow on.
+
+    The first batch is ``first_size`` bytes long (its header was checked by
+    the caller; ``0`` when it does not fit in ``buf``); each later one counts
+    while its base offset is the previous batch's last offset + 1 (outside
+    the CRC, ``docs/FORMAT.md`` §2.3 rule 7) and it lies whole in ``buf``. A
+    segment read returns this prefix: a batch that does not follow on ends
+    the read there, and a read starting at it refuses it. Only the 27 bytes
+    of each header that place the batch are read (nothing is checked here:
+    the decode checks every batch it returns).
+    """
+    if _fast is not None and type(first_size) is int and _c_readable(buf):
+        got: int | None = _fast.whole_batches_length(buf, first_size)
+        if got is not None:
+            return got
+    length = first_size if first_size <= len(buf) else 0
+    if length == 0:
+        return 0
+    size = len(buf)
+    base_offset, _, last_offset_delta = _LOCATE.unpack_from(buf, 0)
+    expected = base_offset + last_offset_delta + 1
+    while length + HEADER_SIZE <= size:
+        base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(buf, length)
+        if base_offset != expected or batch_length <= 0 or length + LOG_OVERHEAD + batch_length > size:
+            break
+        expected = base_offset + last_offset_delta + 1
+        length += LOG_OVERHEAD + batch_length
+    return length
 
 
 # --------------------------------------------------------------------------------------- scan

@@ -59,6 +59,7 @@ from seglog.segments.batch import (
     read_header,
     time_entry_problem,
     verify_crc,
+    whole_batches_length,
 )
 from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
 from seglog.segments.fileio import (
@@ -289,25 +290,6 @@ class _IndexLie(SeglogError):
 
 def _raise_lie(why: str) -> None:
     raise _IndexLie(why)
-
-
-def _whole_batches_length(buf: bytes | bytearray | memoryview, first_size: int) -> int:
-    # Length of the longest prefix of `buf` made of whole batches whose offsets follow on (the first
-    # one's size is known): a batch whose base offset is not the previous one's last + 1 (outside the
-    # CRC, docs/FORMAT.md §2.3 rule 7) ends the read there, and a read starting at it refuses it.
-    length = first_size if first_size <= len(buf) else 0
-    if length == 0:
-        return 0
-    size = len(buf)
-    base_offset, _, last_offset_delta = _LOCATE.unpack_from(buf, 0)
-    expected = base_offset + last_offset_delta + 1
-    while length + HEADER_SIZE <= size:
-        base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(buf, length)
-        if base_offset != expected or batch_length <= 0 or length + LOG_OVERHEAD + batch_length > size:
-            break
-        expected = base_offset + last_offset_delta + 1
-        length += LOG_OVERHEAD + batch_length
-    return length
 
 
 def _final_time_entry(time_index: TimeIndex, max_timestamp: int, offset: int) -> None:
@@ -1437,7 +1419,7 @@ class LogSegment:
                 buf = memoryview(window)[at : at + fetch_size]
             else:
                 buf = memoryview(pread(located.position, fetch_size))
-            view = buf.toreadonly()[: _whole_batches_length(buf, first_size)]
+            view = buf.toreadonly()[: whole_batches_length(buf, first_size)]
             return FetchData(metadata, view, max_bytes=max_bytes if first_size > max_bytes else None)
 
         return self._run_read(work, nowait)
@@ -1546,7 +1528,7 @@ class LogSegment:
             return None
         view = memoryview(window).toreadonly()
         if fetch_size > first_size:
-            view = view[: _whole_batches_length(view[:fetch_size], first_size)]
+            view = view[: whole_batches_length(view[:fetch_size], first_size)]
         else:
             view = view[:first_size]
         # tuple.__new__: two NamedTuple constructors' Python frames are a noticeable part of a point read.
