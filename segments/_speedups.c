@@ -1438,13 +1438,91 @@ done:
 #define TRANSACTIONAL_BIT 0x10
 
 /*
+ * google-crc32c's own C function, crc32c_extend(crc, data, size) of its C API (crc32c/crc32c.h), when
+ * batch.py found its library loaded (use_native_crc32c): the CRC of a small batch then costs no
+ * bytes copy and no Python call (for one-record batches those were most of a fetch's time). NULL:
+ * the crc32c object passed in (google_crc32c.value) is called, as batch_records does.
+ */
+typedef uint32_t (*crc32c_extend_fn)(uint32_t crc, const uint8_t *data, size_t count);
+static crc32c_extend_fn native_crc32c = NULL;
+
+#if defined(__has_include)
+#if __has_include(<dlfcn.h>)
+#include <dlfcn.h>
+#define HAVE_DLFCN 1
+#endif
+#endif
+
+/*
+ * use_native_crc32c(path) -> bool
+ *
+ * Look up crc32c_extend in the already loaded module at `path` (google_crc32c's _crc32c extension;
+ * the symbol is its bundled libcrc32c's, a dependency of that module) and use it from now on if it
+ * gives the CRC-32C check value of "123456789" (0xE3069283) and of a longer buffer `check` whose CRC
+ * google_crc32c computed (`expected`). False, and nothing changes, otherwise (the module is not
+ * loaded, has no such symbol, or this platform has no dlopen).
+ */
+static PyObject *
+use_native_crc32c(PyObject *self, PyObject *args)
+{
+    const char *path;
+    Py_buffer check;
+    unsigned long long expected;
+    if (!PyArg_ParseTuple(args, "sy*K", &path, &check, &expected))
+        return NULL;
+    int ok = 0;
+#ifdef HAVE_DLFCN
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD); /* only if Python loaded it already */
+    if (handle != NULL) {
+        crc32c_extend_fn fn = (crc32c_extend_fn)dlsym(handle, "crc32c_extend");
+        if (fn != NULL && fn(0, (const uint8_t *)"123456789", 9) == 0xE3069283u &&
+            fn(0, (const uint8_t *)check.buf, (size_t)check.len) == expected) {
+            native_crc32c = fn; /* the handle stays open: the library stays loaded while it is used */
+            ok = 1;
+        }
+        else
+            dlclose(handle);
+    }
+#endif
+    PyBuffer_Release(&check);
+    return PyBool_FromLong(ok);
+}
+
+/* Whether batches_records computes CRCs with google-crc32c's C function (use_native_crc32c). */
+static PyObject *
+native_crc32c_in_use(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(native_crc32c != NULL);
+}
+
+/* The CRC-32C of data[0:size] into *out: 1, or 0 with an exception set (`crc32c` failed). */
+static int
+crc32c_of(PyObject *crc32c, const unsigned char *data, Py_ssize_t size, unsigned long long *out)
+{
+    if (native_crc32c != NULL) {
+        *out = native_crc32c(0, data, (size_t)size);
+        return 1;
+    }
+    PyObject *covered = PyBytes_FromStringAndSize((const char *)data, size);
+    if (covered == NULL)
+        return 0;
+    PyObject *computed = PyObject_CallOneArg(crc32c, covered);
+    Py_DECREF(covered);
+    if (computed == NULL)
+        return 0;
+    *out = PyLong_AsUnsignedLongLong(computed);
+    Py_DECREF(computed);
+    return !(*out == (unsigned long long)-1 && PyErr_Occurred());
+}
+
+/*
  * batches_records(record_type, crc32c, buf, position, start_offset, max_batch_bytes, expected, into)
  *   -> (position, expected)
  *
  * batch.decode_batches' loop in one call: from `position` on, each batch of `buf` that is the plain
  * valid case of seglog's format -- its header passes batch.header_problem (max_batch_bytes), it lies
  * whole in `buf`, its base offset is `expected` (-1: any, the first batch of a read), its CRC-32C
- * (`crc32c`: google_crc32c.value, called on a bytes copy of the covered bytes) is the header's, and
+ * (crc32c_of: google-crc32c's C function, else `crc32c`, google_crc32c.value) is the header's, and
  * records_into takes its body -- has its Records from start_offset on appended to the list `into`.
  * It stops before the first batch that is anything else (a Kafka batch, a corrupt one, a body
  * records_into declines, fewer than 61 bytes left) and returns that batch's position (len(buf)
@@ -1488,16 +1566,8 @@ batches_records(PyObject *self, PyObject *args)
             !add_int64(base_offset, last_offset_delta, &last) || last == LLONG_MAX || max_ts < base_ts ||
             base_ts < 0 || (expected >= 0 && base_offset != expected))
             break; /* the last offset INT64_MAX: the next expected one is not an int64, Python's to handle */
-        PyObject *covered = PyBytes_FromStringAndSize((const char *)p + CRC_START, (Py_ssize_t)(size - CRC_START));
-        if (covered == NULL)
-            goto done;
-        PyObject *computed = PyObject_CallOneArg(crc32c, covered);
-        Py_DECREF(covered);
-        if (computed == NULL)
-            goto done;
-        unsigned long long value = PyLong_AsUnsignedLongLong(computed);
-        Py_DECREF(computed);
-        if (value == (unsigned long long)-1 && PyErr_Occurred())
+        unsigned long long value;
+        if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(size - CRC_START), &value))
             goto done;
         if (value != crc)
             break; /* the Python path reports the mismatch */
@@ -1649,6 +1719,8 @@ static PyMethodDef methods[] = {
     {"batch_records", batch_records, METH_VARARGS, "The Records a read of the (checked, CRC-verified) batch returns."},
     {"find_timestamp", find_timestamp, METH_VARARGS, "The first entry >= lo of a dense body at or after a timestamp."},
     {"batches_records", batches_records, METH_VARARGS, "decode_batches' loop over the plain valid batches of a buffer."},
+    {"use_native_crc32c", use_native_crc32c, METH_VARARGS, "Compute batches_records' CRCs with google-crc32c's C function."},
+    {"native_crc32c_in_use", native_crc32c_in_use, METH_NOARGS, "Whether batches_records uses google-crc32c's C function."},
     {"whole_batches_length", whole_batches_length, METH_VARARGS, "The bytes of whole, following-on batches at a buffer's start."},
     {NULL, NULL, 0, NULL},
 };

@@ -549,6 +549,26 @@ def check_header(header: BatchHeader, max_batch_bytes: int, position: int = 0) -
 _crc_value = google_crc32c.value  # the C reader calls it on a bytes copy of the covered range
 
 
+def _use_native_crc32c(fast: ModuleType) -> bool:
+    # The fetch loop in C (batches_records) computes each batch's CRC with google-crc32c's own C
+    # function, looked up in its already loaded extension, rather than calling google_crc32c.value
+    # on a copy per batch (most of the time of a fetch of one-record batches). The C side checks the
+    # function against google_crc32c.value before using it; anything unusual keeps the Python call.
+    if google_crc32c.implementation != "c":
+        return False
+    try:
+        from google_crc32c import _crc32c  # type: ignore[attr-defined]  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - implementation "c" is this module
+        return False
+    path = getattr(_crc32c, "__file__", None)
+    check = bytes(range(256)) * 5
+    return type(path) is str and bool(fast.use_native_crc32c(path, check, google_crc32c.value(check)))
+
+
+if _fast is not None:
+    _use_native_crc32c(_fast)
+
+
 def _crc_of(buf: bytes | bytearray | memoryview, start: int, end: int) -> int:
     # google_crc32c accepts only read-only bytes-like objects that are not memoryviews:
     # slice bytes directly, copy other buffers once (a copy costs about as much as the CRC itself).

@@ -1451,6 +1451,13 @@ class LogSegment:
         want = size if size >= max_bytes else max_bytes  # min(max(...)) inlined: a point read's hot path
         if want > end - position:  # noqa: PLR1730 -- no min() call on this path
             want = end - position
+        if want > size and not one_batch:
+            # A fetch of small batches usually starts in an unindexed batch before this one: its
+            # header says so in a 61-byte read, before a megabyte is copied out of the page cache
+            # for nothing (read() then walks to the batch from the entry before).
+            head = self._log.read_cached(position, HEADER_SIZE)
+            if head is None or len(head) < HEADER_SIZE or _LOCATE.unpack_from(head)[0] > start_offset:
+                return None
         window = self._log.read_cached(position, want)
         if window is None or len(window) < HEADER_SIZE:
             return None
