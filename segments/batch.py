@@ -557,7 +557,7 @@ def _use_native_crc32c(fast: ModuleType) -> bool:
     if google_crc32c.implementation != "c":
         return False
     try:
-        from google_crc32c import _crc32c  # type: ignore[attr-defined]  # noqa: PLC0415
+        from google_crc32c import _crc32c
     except ImportError:  # pragma: no cover - implementation "c" is this module
         return False
     path = getattr(_crc32c, "__file__", None)
