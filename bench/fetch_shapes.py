@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fetch_shapes.py [--rounds 7] [--passes 2] [--small 50000] [--large 20000]
     .venv/bin/python bench/fetch_shapes.py --profile 1x100 [--passes 20]   # pyinstrument of seglog's side
+    PYTHONPATH=/path/to/other/tree .venv/bin/python bench/fetch_shapes.py   # (from outside the tree) before/after
 
 For each shape (1, 10, 100, 1000 records per append x 100-B and 1 KiB values, as
 ``seglog bench --only shapes``) one log is written, then every round reads it
@@ -23,7 +24,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from seglog.engine import LogConfig
+import seglog
+from seglog.engine import LogConfig, PartitionLog
 from seglog.tools.bench import references as ref
 from seglog.tools.bench import workloads
 from seglog.tools.bench.data import Dataset, open_engine
@@ -45,7 +47,10 @@ async def main() -> None:
     parser.add_argument("--large", type=int, default=20_000, help="records per log with 1 KiB values")
     parser.add_argument("--profile", help="a shape such as 1x100 or 10x1K: profile seglog's fetch of it only")
     parser.add_argument("--only", help="comma-separated shapes to measure (default: all 8)")
+    parser.add_argument("--gc-threshold", type=int, help="gc.set_threshold(N) for both sides (default: Python's)")
     args = parser.parse_args()
+    if args.gc_threshold:
+        gc.set_threshold(args.gc_threshold)
     shapes = [(r, v) for v in VALUE_BYTES for r in RECORDS_PER_APPEND]
     wanted = args.profile or args.only
     if wanted:
@@ -56,7 +61,8 @@ async def main() -> None:
         engine = await open_engine(directory / "seglog", CONFIG)
         try:
             datasets = {v: Dataset(args.small if v == 100 else args.large, v) for v in VALUE_BYTES}
-            logs, raws = {}, {}
+            logs: dict[str, PartitionLog] = {}
+            raws: dict[int, Path] = {}
             for records, value_bytes in shapes:
                 label = _label(records, value_bytes)
                 topic = f"shape-{label}"
@@ -85,6 +91,7 @@ async def main() -> None:
                                 raw_s += ref.raw_sequential_read(raws[value_bytes], count)
                     if round_no > 0:  # round 0 warms up
                         ratios[label].append(raw_s / seglog_s)  # rate ratio: seglog's rec/s over raw's
+            print(f"seglog from {Path(seglog.__file__).parent}")  # which tree: PYTHONPATH may name another
             print(f"fetch ÷ raw read + unpack, median of {args.rounds} rounds ({args.passes} passes each):")
             for label, values in ratios.items():
                 print(f"  {label:>7}: {statistics.median(values):5.2f}  (min {min(values):.2f}, max {max(values):.2f})")
@@ -92,16 +99,16 @@ async def main() -> None:
             await engine.close()
 
 
-async def _profile(logs: dict[str, object], datasets: dict[int, Dataset], passes: int) -> None:
+async def _profile(logs: dict[str, PartitionLog], datasets: dict[int, Dataset], passes: int) -> None:
     from pyinstrument import Profiler
 
     for label, log in logs.items():
         count = datasets[100 if label.endswith("100") else 1024].count
-        await workloads.sequential_fetch(log, count)  # type: ignore[arg-type]
+        await workloads.sequential_fetch(log, count)
         profiler = Profiler(interval=0.0002, async_mode="disabled")
         profiler.start()
         for _ in range(passes):
-            await workloads.sequential_fetch(log, count)  # type: ignore[arg-type]
+            await workloads.sequential_fetch(log, count)
         profiler.stop()
         print(profiler.output_text(unicode=False, color=False, show_all=False))
 
