@@ -1088,7 +1088,7 @@ def decode_batches(
         and _c_readable(buf)
         else None
     )
-    limit = min(max_batch_bytes, INT64_MAX)
+    limit = min(max_batch_bytes, INT64_MAX) if fast is not None else 0
     while position < end:
         if fast is not None and (expected is None or expected <= INT64_MAX):
             position, after = fast.batches_records(

@@ -295,3 +295,15 @@ def test_a_batch_length_that_is_not_positive_ends_the_whole_batches(length: int)
     buf = first + bytes(second) + seglog_batch(3, 1)
     fast, slow = both(lambda: whole_batches_length(buf, len(first)))
     assert fast == slow == ("ok", len(first))
+
+
+def test_a_batch_ending_at_the_last_int64_offset_reads_as_the_python_loop_reads_it() -> None:
+    # The offset after it is not an int64: the C loop leaves that batch, and what follows, to Python.
+    top = 2**63 - 1
+    last = seglog_batch(top - 2, 3)
+    for buf in (seglog_batch(top - 5, 3) + last, seglog_batch(top - 5, 3) + last + seglog_batch(0, 1)):
+        fast, slow = both(lambda b=buf: decode_batches(b, start_offset=top - 4, max_batch_bytes=MAX))
+        assert fast == slow
+    assert [r.offset for r in decode_batches(seglog_batch(top - 5, 3) + last, max_batch_bytes=MAX)] == list(
+        range(top - 5, top + 1)
+    )
