@@ -1124,6 +1124,9 @@ typedef struct {
     Py_ssize_t key_len, value_len;
 } Entry;
 
+/* Entries of a batch this small are kept on the stack (a fetch of one-record batches reads thousands). */
+#define STACK_ENTRIES 8
+
 /* A bin or nil as bytes or None (a new reference). */
 static PyObject *
 bytes_or_none(const unsigned char *data, Py_ssize_t len)
@@ -1144,13 +1147,10 @@ bytes_or_none(const unsigned char *data, Py_ssize_t len)
  * every header name decoded, no trailing bytes); None for anything else, so the Python path
  * decides (it raises for a bad body and reads a valid one this function does not take).
  */
-/* Entries of a batch this small are kept on the stack (a fetch of one-record batches reads thousands). */
-#define STACK_ENTRIES 8
-
 /*
  * The core of decode_records, on the body bytes [body, body + body_len): a new list (`into` NULL),
  * or the Records appended to the list `into` and a new reference to True; a new reference to None
- * (decline: nothing appended), or NULL with an exception set (`into` may then hold some of them).
+ * (decline: nothing appended), or NULL with an exception set (`into` as it was).
  *
  * Each Record is untracked by the cycle collector once built: it holds only bytes, None, ints and
  * tuples of (str, bytes) pairs, none of which can lead back to it, and a fetch of a megabyte of
