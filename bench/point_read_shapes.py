@@ -39,7 +39,25 @@ from seglog.tools.bench.timing import percentile
 SHAPES = [(n, v) for v in (100, 1024) for n in (1, 10, 100, 1000)]
 CONFIG = LogConfig(max_message_bytes=4 << 20)  # 1000 records of 1 KiB make a ~1.05 MB batch
 
-Measure = Callable[[list[int], list[float]], Awaitable[None]]
+def _variants(
+    log: PartitionLog, peer: ref.SqlitePeer, offsets: list[int], stamps: list[int], lookups: int
+) -> dict[str, Callable[[list[float]], Awaitable[None]]]:
+    async def seglog_point(out: list[float]) -> None:
+        await workloads.point_reads(log, offsets, out)
+
+    async def sqlite_point(out: list[float]) -> None:
+        peer.point_reads(offsets, out)
+
+    async def seglog_ts(out: list[float]) -> None:
+        await workloads.timestamp_reads(log, stamps, out)
+
+    async def sqlite_ts(out: list[float]) -> None:
+        peer.timestamp_reads(stamps, out)
+
+    async def hop(out: list[float]) -> None:
+        await ref.hop_latencies(lookups, out)
+
+    return {"point": seglog_point, "sqlite_point": sqlite_point, "ts": seglog_ts, "sqlite_ts": sqlite_ts, "hop": hop}
 
 
 async def main(rounds: int, lookups: int, small: int, large: int) -> None:
@@ -68,25 +86,7 @@ async def main(rounds: int, lookups: int, small: int, large: int) -> None:
                     offsets = [rnd.randrange(count) for _ in range(lookups)]
                     stamps = [BASE_TIMESTAMP_MS + o for o in offsets]
 
-                    async def seglog_point(out: list[float], log: PartitionLog = log) -> None:
-                        await workloads.point_reads(log, offsets, out)
-
-                    async def sqlite_point(out: list[float], peer: ref.SqlitePeer = peer) -> None:
-                        peer.point_reads(offsets, out)
-
-                    async def seglog_ts(out: list[float], log: PartitionLog = log) -> None:
-                        await workloads.timestamp_reads(log, stamps, out)
-
-                    async def sqlite_ts(out: list[float], peer: ref.SqlitePeer = peer) -> None:
-                        peer.timestamp_reads(stamps, out)
-
-                    async def hop(out: list[float]) -> None:
-                        await ref.hop_latencies(lookups, out)
-
-                    variants: dict[str, Callable[[list[float]], Awaitable[None]]] = {
-                        "point": seglog_point, "sqlite_point": sqlite_point, "ts": seglog_ts,
-                        "sqlite_ts": sqlite_ts, "hop": hop,
-                    }
+                    variants = _variants(log, peer, offsets, stamps, lookups)
                     names = list(variants)
                     turn = round_no % len(names)
                     p50: dict[str, float] = {}

@@ -98,6 +98,7 @@ from seglog.segments.batch import (
     rebase_batch,
     verify_crc,
 )
+from seglog.segments.batch_table import TableBuild
 from seglog.segments.fileio import (
     WOULD_BLOCK,
     LateBuffer,
@@ -345,6 +346,25 @@ async def segment_read(op: Callable[[bool], _T | WouldBlock]) -> _T:
         got = await in_thread(op, False)
         assert got is not WOULD_BLOCK, "a blocking segment read always answers"
     return got
+
+
+async def _table_walk(segment: LogSegment, job: Callable[[], TableBuild | None]) -> None:
+    # A batch-table walk in a thread, installed on the loop, also when the reading task is cancelled
+    # meanwhile (the segment's "a build is under way" flag must be cleared).
+    task = asyncio.ensure_future(in_thread(job))
+    try:
+        build = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(
+            lambda done: segment.install_batch_table(
+                None if done.cancelled() or done.exception() is not None else done.result()
+            )
+        )
+        raise
+    except BaseException:
+        segment.install_batch_table(None)
+        raise
+    segment.install_batch_table(build)
 
 
 def _read_from(
@@ -1679,6 +1699,11 @@ class PartitionLog:
             # A point read answered at once (one batch, placed by the index, cached): no await, no hop.
             # (No read limit: with no await in between, the active segment's size is the log end.)
             got = segment.read_records_cached(offset, max_bytes)
+            if got is None and (job := segment.batch_table_job(offset)) is not None:
+                # The first read of a segment (or of batches appended since, several per write) tables
+                # its batches by their headers, in one hop; from then on a point read is one bisect.
+                await _table_walk(segment, job)
+                got = segment.read_records_cached(offset, max_bytes)
             if got and got[-1].offset >= end:
                 got = [r for r in got if r.offset < end]
             if got:
@@ -1897,7 +1922,12 @@ class PartitionLog:
         # target; every earlier segment holds only smaller timestamps, so its first qualifying record
         # is the earliest in the whole log, however out of order the timestamps are.
         for segment in self._live_segments():
-            found = await segment_read(partial(_find_in_segment, segment, timestamp, start))
+            found = segment.find_offset_by_timestamp_cached(timestamp, start)  # no await when it can answer
+            if found is WOULD_BLOCK and (job := segment.batch_table_job(start)) is not None:
+                await _table_walk(segment, job)
+                found = segment.find_offset_by_timestamp_cached(timestamp, start)
+            if found is WOULD_BLOCK:
+                found = await segment_read(partial(_find_in_segment, segment, timestamp, start))
             if found is not None:
                 return self._answer_in(segment, found.offset, found.timestamp)
         return None

@@ -32,6 +32,7 @@ import os
 import struct
 import threading
 import warnings
+import weakref
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,16 @@ from seglog.segments.batch import (
     time_entry_problem,
     verify_crc,
     whole_batches_length,
+)
+from seglog.segments.batch_table import (
+    BYTES_PER_BATCH,
+    BatchTable,
+    RecordTable,
+    TableBudget,
+    TableBuild,
+    build_record_table,
+    default_budget,
+    walk_batch_table,
 )
 from seglog.segments.errors import CorruptRecordError, SegmentOffsetOverflowError, UnsupportedFormatError
 from seglog.segments.fileio import (
@@ -102,6 +113,14 @@ _log = logging.getLogger("seglog")
 _T = TypeVar("_T")
 _EMPTY: Final = memoryview(b"")
 _RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog recover DIR')"
+# A batch at least this large gets a record table once read (RecordTable): a point read then copies
+# one record's key and value, not the whole batch, and the CRC is verified once, not at every read.
+# Below it, copying and checking the whole batch costs about what the extra reads of a record would.
+_RECORD_TABLE_MIN_BYTES: Final = 32 * 1024
+# A time lookup answered from the batch table gives up (the header walk takes over) after this many
+# batches that reach the timestamp but hold no record at or after the starting offset.
+_TIME_LOOKUP_TRIES: Final = 4
+_new_record = partial(tuple.__new__, Record)
 
 
 class RollParams(NamedTuple):
@@ -480,6 +499,16 @@ class LogSegment:
         self._released = False  # the files were closed (once), see close
         self._closed = False
         self._followed: _Followed | None = None  # set by begin_follow (a follower's segment)
+        # Where each batch lies (BatchTable) and each record of large batches (RecordTable, by batch
+        # position): built on the first reads, charged to the process's TableBudget, dropped when the
+        # .log is cut or closed. Mutated on the event loop only (a build runs in a thread and is
+        # installed on the loop); the budget may evict them from any thread (it drops the reference).
+        self._budget: TableBudget = default_budget()
+        self._batch_table: BatchTable | None = None
+        self._record_tables: dict[int, RecordTable] = {}
+        self._table_epoch = 0  # bumped when the .log is cut: a build begun before is not installed
+        self._table_building = False
+        self._table_tried_size = -1  # the size at which a build covered no more (damage, budget)
 
     @functools.cached_property
     def _offset_index(self) -> LazyIndex[OffsetIndex]:
@@ -620,6 +649,7 @@ class LogSegment:
                 return
             self._released = True
         self._closed = True
+        self._drop_tables()
         no_space: StorageError | None = None
         try:
             if self._writable and self._max_timestamp_so_far is not None and self._max_timestamp_so_far >= 0:
@@ -672,6 +702,7 @@ class LogSegment:
                 return
             self._released = True
         self._closed = True
+        self._drop_tables()
         built = self.__dict__  # as in close: unbuilt index objects hold nothing
         try:
             if "_offset_index" in built:
@@ -697,6 +728,7 @@ class LogSegment:
         if not self._writable:
             raise ClosedError(f"{self._log.path}: segment was opened read-only; it cannot delete files")
         self._closed = self._released = True
+        self._drop_tables()
         self._log.close(trim=False)
         self._offset_index.delete()
         self._time_index.delete()
@@ -1209,6 +1241,11 @@ class LogSegment:
         self._bytes_since_last_index_entry = appended.since
         self._next_offset = last.next_offset
         self._tail = (position, first.base_offset)
+        if self._batch_table is not None:
+            if first is last:
+                self._table_add(position, first)
+            elif self._table_tried_size >= 0:
+                self._table_tried_size = -1  # more batches to table: the next read's walk adds them
         return position
 
     def _reserve_index_space(self, entries: int) -> None:
@@ -1480,6 +1517,10 @@ class LogSegment:
         Raises:
             StorageError, ClosedError.
         """
+        if self._batch_table is not None:
+            got = self._table_read(start_offset, max_bytes, max_position)
+            if got is not None:
+                return got
         placed = self._placed_window(start_offset, max_bytes, one_batch=True)
         if placed is None:
             return None
@@ -1502,6 +1543,283 @@ class LogSegment:
             return None
         # The C reader checks the batch at the window's start (the bytes after it are not read).
         return first_batch_records(window, start_offset, max_bytes if max_bytes < first_size else None)
+
+    # ------------------------------------------------------------------------------ batch tables
+
+    def batch_table_job(self, offset: int) -> Callable[[], TableBuild | None] | None:
+        """The blocking walk that tables this segment's batches up to its size, when a read of ``offset`` wants it.
+
+        On the event loop: ``None`` when the batch table already places
+        ``offset`` (or the walk tried at this size and covered no more, or
+        another build is under way, or tables are off). Else a function to
+        run in a thread (it reads only headers, from the table's end on);
+        hand its result to :meth:`install_batch_table` on the loop.
+        """
+        if self._closed or self._followed is not None or self._table_building or self._budget.limit_bytes == 0:
+            return None
+        size = self._log.size
+        table = self._batch_table
+        if table is not None and (table.end >= size or offset < table.next_offset):
+            return None
+        if self._table_tried_size == size:
+            return None
+        start, expected = (0, self._base_offset) if table is None else (table.end, table.next_offset)
+        held = 0 if table is None else len(table)
+        max_entries = self._budget.limit_bytes // BYTES_PER_BATCH - held
+        if max_entries <= 0:
+            return None
+        self._table_building = True
+        epoch, log = self._table_epoch, self._log
+
+        def walk() -> TableBuild | None:
+            try:
+                build = log.read(lambda pread: walk_batch_table(pread, start, size, expected, max_entries))
+            except SeglogError:
+                return None  # the read that wanted it takes the header walk, which reports the problem
+            return build if epoch == self._table_epoch else None
+
+        return walk
+
+    def install_batch_table(self, build: TableBuild | None) -> None:
+        """Add what :meth:`batch_table_job`'s walk found to the batch table; on the event loop, no I/O."""
+        self._table_building = False
+        size = self._log.size
+        table = self._batch_table
+        if build is None or self._closed:
+            self._table_tried_size = size
+            return
+        if table is None:
+            table = BatchTable(self._base_offset)
+        if build.start != table.end or not build.positions:
+            self._table_tried_size = size
+            return
+        extra = len(build.positions) * BYTES_PER_BATCH
+        if self._batch_table is None:
+            charged = self._budget.charge(table, extra, self._table_evictor(table))
+        else:
+            charged = self._budget.grow(table, extra)
+        if not charged:
+            self._drop_tables()
+            self._table_tried_size = size
+            return
+        table.extend(build)
+        self._batch_table = table
+        self._table_tried_size = size if table.end < size else -1
+
+    def _table_evictor(self, table: BatchTable | RecordTable) -> Callable[[], None]:
+        # Drops the segment's reference when the budget evicts `table` (any thread); no reference to
+        # the segment is held, so a table never keeps a segment alive.
+        ref = weakref.ref(self)
+
+        def evict() -> None:
+            segment = ref()
+            if segment is None:
+                return
+            if segment._batch_table is table:
+                segment._batch_table = None
+            elif isinstance(table, RecordTable) and segment._record_tables.get(table.position) is table:
+                del segment._record_tables[table.position]
+
+        return evict
+
+    def _drop_tables(self) -> None:
+        """Forget every table of this segment (the .log was cut or closed): no read may use them again."""
+        self._table_epoch += 1
+        table, self._batch_table = self._batch_table, None
+        records, self._record_tables = self._record_tables, {}
+        self._table_tried_size = -1
+        if table is not None:
+            self._budget.release(table)
+        for record_table in records.values():
+            self._budget.release(record_table)
+
+    def _table_add(self, position: int, header: BatchHeader) -> None:
+        # One batch just published at the table's end: its entry, so that reads of it need no walk.
+        table = self._batch_table
+        if table is not None and table.end == position:
+            if self._budget.grow(table, BYTES_PER_BATCH):
+                table.add(position, header.size, header.last_offset, header.max_timestamp)
+            else:
+                self._drop_tables()
+
+    def _record_table(self, position: int, window: bytes | bytearray, header: BatchHeader) -> RecordTable | None:
+        # The record table of the whole batch in `window` (CRC verified, every record checked), kept
+        # when the budget has room; None when the batch is not tabled or fails a check (the header
+        # walk then reads it again and says what is wrong).
+        try:
+            table = build_record_table(window, position, header)
+        except CorruptRecordError:
+            return None
+        if table is not None and self._budget.charge(table, table.cost_bytes(), self._table_evictor(table)):
+            self._record_tables[position] = table
+        return table
+
+    def _placed_batch(
+        self, table: BatchTable, slot: int, limit: int
+    ) -> tuple[int, int, int, RecordTable | None] | None:
+        # (first offset, position, size, its record table) of batch `slot`, when the table places it
+        # inside the readable size.
+        first, position, size = table.span(slot)
+        if position + size > limit:
+            return None
+        return first, position, size, self._record_tables.get(position) if size >= _RECORD_TABLE_MIN_BYTES else None
+
+    def _checked_window(
+        self, position: int, size: int, first: int, last: int
+    ) -> tuple[bytes | bytearray, BatchHeader] | None:
+        # The cached bytes of the batch the table places at `position`, when its header is a valid
+        # batch's and says what the table says (offsets, size); else None (the header walk decides).
+        window = self._log.read_cached(position, size)
+        if window is None or len(window) < size or size < HEADER_SIZE:
+            return None
+        header = read_header(window)
+        if (
+            header.base_offset != first
+            or header.last_offset != last
+            or header.size != size
+            or header_problem(header, size) is not None
+        ):
+            return None
+        return window, header
+
+    def _from_record_table(
+        self, records: RecordTable, index: int, window: bytes | bytearray | None
+    ) -> Record | None:
+        # Record `index` of a record-table batch: its key and value bytes read alone (from `window`
+        # when the caller holds the batch), after the header there is checked against the table.
+        if window is None:
+            head = self._log.read_cached(records.position, HEADER_SIZE)
+            if head is None or not records.matches(head):
+                return None
+        key_length, value_length = records.key_lengths[index], records.value_lengths[index]
+        key = value = None
+        if window is not None:
+            at = records.position
+            if key_length >= 0:
+                start = records.key_positions[index] - at
+                key = bytes(window[start : start + key_length])
+            if value_length >= 0:
+                start = records.value_positions[index] - at
+                value = bytes(window[start : start + value_length])
+        else:
+            read_cached = self._log.read_cached
+            if key_length >= 0:
+                key = read_cached(records.key_positions[index], key_length)
+                if key is None or len(key) != key_length:
+                    return None
+                key = bytes(key)
+            if value_length >= 0:
+                value = read_cached(records.value_positions[index], value_length)
+                if value is None or len(value) != value_length:
+                    return None
+                value = bytes(value)
+            self._budget.touch(records)
+        return _new_record((value, key, records.timestamps[index], (), records.base_offset + index))
+
+    def _table_read(self, start_offset: int, max_bytes: int, max_position: int | None) -> list[Record] | None:
+        """:meth:`read_records_cached` placed by the batch table: one bisect, one read (or a record's bytes)."""
+        table = self._batch_table
+        if table is None or self._closed:
+            return None
+        slot = table.find(start_offset)
+        if slot >= len(table):
+            return None
+        limit = self._log.size
+        if max_position is not None and max_position < limit:
+            limit = max_position
+        placed = self._placed_batch(table, slot, limit)
+        if placed is None:
+            return None
+        first, position, size, records = placed
+        if first > start_offset:
+            return None
+        index = start_offset - first
+        if records is not None:
+            wanted = max(records.key_lengths[index], 0) + max(records.value_lengths[index], 0)
+            if max_bytes <= wanted:  # one record is the whole read (decode_batch's max_bytes rule)
+                record = self._from_record_table(records, index, None)
+                if record is not None:
+                    return [record]
+            self._record_tables.pop(position, None)
+            self._budget.release(records)
+        if max_bytes > size:
+            return None  # more than this batch: read_cached or read() take it
+        checked = self._checked_window(position, size, first, table.last_offsets[slot])
+        if checked is None:
+            return None
+        window, header = checked
+        if size >= _RECORD_TABLE_MIN_BYTES:
+            records = self._record_table(position, window, header)
+            if records is not None:
+                wanted = max(records.key_lengths[index], 0) + max(records.value_lengths[index], 0)
+                if max_bytes <= wanted:
+                    return [r for r in (self._from_record_table(records, index, window),) if r is not None] or None
+        # The C reader checks the header and the CRC, and decodes (Kafka batches: None, the walk reads them).
+        return first_batch_records(window, start_offset, max_bytes if max_bytes < size else None)
+
+    def find_offset_by_timestamp_cached(
+        self, timestamp: int, starting_offset: int = 0
+    ) -> TimestampOffset | WouldBlock | None:
+        """:meth:`find_offset_by_timestamp` from the batch table and the page cache; :data:`WOULD_BLOCK` if not.
+
+        On the event loop, no wait: the first batch whose largest timestamp
+        reaches ``timestamp`` is found by a bisect of the table's running
+        maximum; a large batch's record table answers without reading it (and
+        the read that usually follows reads only that record); a smaller
+        batch is read from the page cache, its CRC verified, its timestamp
+        column searched. :data:`WOULD_BLOCK` whenever that cannot be done (no
+        table covering the whole segment, bytes not cached, a check failed):
+        the caller then makes the blocking lookup, which decides.
+        """
+        table = self._batch_table
+        if table is None or self._closed or table.end != self._log.size:
+            return WOULD_BLOCK
+        slot = table.find(starting_offset)
+        count = len(table)
+        for _ in range(_TIME_LOOKUP_TRIES):
+            slot = table.first_reaching(timestamp, slot)
+            if slot >= count:
+                return None  # no batch of the segment reaches the timestamp
+            found = self._time_in_batch(table, slot, timestamp, starting_offset)
+            if found is not None:
+                return found
+            slot += 1
+        return WOULD_BLOCK
+
+    def _time_in_batch(
+        self, table: BatchTable, slot: int, timestamp: int, starting_offset: int
+    ) -> TimestampOffset | WouldBlock | None:
+        # The first record of batch `slot` at or after `starting_offset` with a timestamp >= `timestamp`.
+        placed = self._placed_batch(table, slot, self._log.size)
+        if placed is None:
+            return WOULD_BLOCK
+        first, position, size, records = placed
+        skip = starting_offset - first if starting_offset > first else 0
+        if records is not None:
+            head = self._log.read_cached(position, HEADER_SIZE)
+            if head is None:
+                return WOULD_BLOCK
+            if records.matches(head):
+                self._budget.touch(records)
+                index = records.first_at_or_after(timestamp, skip)
+                return None if index >= len(records) else TimestampOffset(records.timestamps[index], first + index)
+            self._record_tables.pop(position, None)
+            self._budget.release(records)
+        checked = self._checked_window(position, size, first, table.last_offsets[slot])
+        if checked is None:
+            return WOULD_BLOCK
+        window, header = checked
+        if size >= _RECORD_TABLE_MIN_BYTES:
+            records = self._record_table(position, window, header)
+            if records is not None:
+                index = records.first_at_or_after(timestamp, skip)
+                return None if index >= len(records) else TimestampOffset(records.timestamps[index], first + index)
+        try:
+            verify_crc(window, 0, header)
+            found = find_timestamp(window, 0, header, timestamp, start_offset=starting_offset)
+        except CorruptRecordError:
+            return WOULD_BLOCK  # the blocking lookup reads it again and says where
+        return None if found is None else TimestampOffset(*found)
 
     def read_cached(self, start_offset: int, max_bytes: int, max_position: int | None = None) -> FetchData | None:
         """:meth:`read` with ``min_one_message``, when it can be answered at once: else ``None``.
@@ -1725,6 +2043,7 @@ class LogSegment:
             # From 0: the follower indexes the whole segment itself; snapshots would only mislead.
             self._trust_indexes = start > 0
             self._indexes_checked = True
+        self._drop_tables()
         self._followed = _Followed(verify if start > 0 else None)
         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = (
             (verify.timestamp, verify.offset) if verify is not None and start > 0 else (NO_TIMESTAMP, self._base_offset)
@@ -1930,6 +2249,7 @@ class LogSegment:
             StorageError, ClosedError, CorruptRecordError (a header on the way).
         """
         self._check_writable()
+        self._drop_tables()  # first: a read on the loop meanwhile must not be placed by them
         offset_index, time_index = self._indexes()
         located = self.translate_offset(offset)
         assert located is not WOULD_BLOCK
@@ -1943,6 +2263,7 @@ class LogSegment:
         if located is not None:
             removed = self._log.size - located.position
             self._log.truncate(located.position)
+        self._drop_tables()  # and after: a table walked from the loop meanwhile saw the uncut file
         if self._log.size == 0:
             self._created_ms = now_ms
             self._rolling_based_timestamp = None
@@ -2014,10 +2335,12 @@ class LogSegment:
             self._txn_index.reset()
             return self._rebuild_indexes(offset_index, time_index, max_batch_bytes, total, report, pread)
 
+        self._drop_tables()
         outcome = self._log.read(scan)
         truncated = self._log.size - outcome.valid
         if truncated:
             self._log.truncate(outcome.valid)
+        self._drop_tables()
         self._apply_scan(outcome)
         return truncated
 
