@@ -270,7 +270,7 @@ def walk_batch_table(pread: PRead, start: int, end: int, expected_base: int, max
     last_offsets: array[int] = array("q")
     positions: array[int] = array("q")
     max_timestamps: array[int] = array("q")
-    window: bytes = b""
+    window: bytes | bytearray = b""
     window_start = start
     position = start
     expected = expected_base
@@ -333,7 +333,7 @@ class RecordTable:
         if len(head) < HEADER_SIZE:
             return False
         base_offset, batch_length, magic, crc, _, last_offset_delta, _ = _TABLE_FIELDS.unpack_from(head)
-        return (
+        return bool(
             base_offset == self.base_offset and batch_length == self.batch_length and crc == self.crc
             and last_offset_delta == self.last_offset_delta and magic == MAGIC
         )
@@ -407,10 +407,13 @@ def build_record_table(
             -1 if record.value is None else len(record.value)
         ):
             return None
-        table.timestamps.append(record.timestamp)
-        if record.timestamp < previous:
+        timestamp = record.timestamp
+        if timestamp is None:  # never from a decoded batch: every record there has its timestamp
+            return None
+        table.timestamps.append(timestamp)
+        if timestamp < previous:
             table.sorted = False
-        previous = record.timestamp
+        previous = timestamp
         table.key_positions.append(key_at)
         table.key_lengths.append(key_len)
         table.value_positions.append(value_at)

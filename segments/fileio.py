@@ -862,6 +862,35 @@ class SegmentFile:
                 if self._busy == 0 and self._idle is not None:
                     self._idle.notify_all()
 
+    def read_cached_spans(self, spans: Sequence[tuple[int, int]]) -> list[bytes | bytearray] | None:
+        """:meth:`read_cached` of each ``(position, size)`` of ``spans``, all or ``None``; one guarded access.
+
+        For a reader that wants a few scattered pieces of one file (a record's
+        key and value in a large batch): the close guard is taken once.
+
+        Raises:
+            StorageError: a read failed.
+            ClosedError: the file is closed.
+        """
+        if not self._page_cache_reads:
+            return None
+        lock = self._busy_lock
+        with lock:
+            if self._closed:
+                raise ClosedError(f"{self._name}: file is closed")
+            self._busy += 1
+        self.handle_used = True
+        try:
+            pread = self._pread_nowait
+            return [pread(position, size) for position, size in spans]
+        except _NotCached:
+            return None
+        finally:
+            with lock:
+                self._busy -= 1
+                if self._busy == 0 and self._idle is not None:
+                    self._idle.notify_all()
+
     def pread(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position``, never past the logical size; blocking.
 

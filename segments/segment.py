@@ -47,6 +47,8 @@ from seglog.segments.batch import (
     HEADER_SIZE,
     INT32_MAX,
     LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
     BatchHeader,
     ScanStop,
     check_header,
@@ -509,6 +511,10 @@ class LogSegment:
         self._table_epoch = 0  # bumped when the .log is cut: a build begun before is not installed
         self._table_building = False
         self._table_tried_size = -1  # the size at which a build covered no more (damage, budget)
+        # (position, size, bytes) of the small batch the last time lookup read: the read that follows
+        # it (of the offset it found) takes them instead of reading them again.
+        # A record-table batch's entry has no bytes: its header was checked against the table.
+        self._verified: tuple[int, int, bytes | bytearray | None] | None = None
 
     @functools.cached_property
     def _offset_index(self) -> LazyIndex[OffsetIndex]:
@@ -1627,6 +1633,7 @@ class LogSegment:
         self._table_epoch += 1
         table, self._batch_table = self._batch_table, None
         records, self._record_tables = self._record_tables, {}
+        self._verified = None
         self._table_tried_size = -1
         if table is not None:
             self._budget.release(table)
@@ -1683,14 +1690,11 @@ class LogSegment:
         return window, header
 
     def _from_record_table(
-        self, records: RecordTable, index: int, window: bytes | bytearray | None
+        self, records: RecordTable, index: int, window: bytes | bytearray | None, head_checked: bool = False
     ) -> Record | None:
         # Record `index` of a record-table batch: its key and value bytes read alone (from `window`
-        # when the caller holds the batch), after the header there is checked against the table.
-        if window is None:
-            head = self._log.read_cached(records.position, HEADER_SIZE)
-            if head is None or not records.matches(head):
-                return None
+        # when the caller holds the batch), after the header there is checked against the table
+        # (unless the time lookup this read follows has just checked it).
         key_length, value_length = records.key_lengths[index], records.value_lengths[index]
         key = value = None
         if window is not None:
@@ -1702,17 +1706,22 @@ class LogSegment:
                 start = records.value_positions[index] - at
                 value = bytes(window[start : start + value_length])
         else:
-            read_cached = self._log.read_cached
+            # One guarded access for the header (checked against the table: the CRC verified when the
+            # table was built still holds for these bytes) and the record's key and value.
+            spans = [] if head_checked else [(records.position, HEADER_SIZE)]
             if key_length >= 0:
-                key = read_cached(records.key_positions[index], key_length)
-                if key is None or len(key) != key_length:
-                    return None
-                key = bytes(key)
+                spans.append((records.key_positions[index], key_length))
             if value_length >= 0:
-                value = read_cached(records.value_positions[index], value_length)
-                if value is None or len(value) != value_length:
-                    return None
-                value = bytes(value)
+                spans.append((records.value_positions[index], value_length))
+            pieces = self._log.read_cached_spans(spans)
+            if pieces is None or any(len(piece) != size for piece, (_, size) in zip(pieces, spans, strict=True)):
+                return None
+            if not head_checked and not records.matches(pieces.pop(0)):
+                return None
+            if key_length >= 0:
+                key = bytes(pieces.pop(0))
+            if value_length >= 0:
+                value = bytes(pieces[0])
             self._budget.touch(records)
         return _new_record((value, key, records.timestamps[index], (), records.base_offset + index))
 
@@ -1737,25 +1746,49 @@ class LogSegment:
         if records is not None:
             wanted = max(records.key_lengths[index], 0) + max(records.value_lengths[index], 0)
             if max_bytes <= wanted:  # one record is the whole read (decode_batch's max_bytes rule)
-                record = self._from_record_table(records, index, None)
+                verified = self._verified
+                head_checked = verified is not None and verified[0] == position and verified[2] is None
+                record = self._from_record_table(records, index, None, head_checked)
                 if record is not None:
                     return [record]
             self._record_tables.pop(position, None)
             self._budget.release(records)
         if max_bytes > size:
             return None  # more than this batch: read_cached or read() take it
-        checked = self._checked_window(position, size, first, table.last_offsets[slot])
-        if checked is None:
-            return None
-        window, header = checked
         if size >= _RECORD_TABLE_MIN_BYTES:
+            checked = self._checked_window(position, size, first, table.last_offsets[slot])
+            if checked is None:
+                return None
+            window, header = checked
             records = self._record_table(position, window, header)
             if records is not None:
                 wanted = max(records.key_lengths[index], 0) + max(records.value_lengths[index], 0)
                 if max_bytes <= wanted:
                     return [r for r in (self._from_record_table(records, index, window),) if r is not None] or None
+        else:
+            verified = self._verified
+            if verified is not None and verified[0] == position and verified[1] == size and verified[2] is not None:
+                window = verified[2]  # the batch a time lookup just found (the read that follows it)
+            else:
+                found = self._log.read_cached(position, size)
+                if found is None or len(found) < size:
+                    return None
+                window = found
+            # What the table says of the batch (the C reader checks the rest of the header).
+            base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
+            if base_offset != first or LOG_OVERHEAD + batch_length != size or (
+                base_offset + last_offset_delta != table.last_offsets[slot]
+            ):
+                return None
         # The C reader checks the header and the CRC, and decodes (Kafka batches: None, the walk reads them).
-        return first_batch_records(window, start_offset, max_bytes if max_bytes < size else None)
+        within = max_bytes if max_bytes < size else None
+        got = first_batch_records(window, start_offset, within)
+        if got is None and window[MAGIC_OFFSET] == MAGIC:  # without the C module: the same, in Python
+            try:
+                got = decode_first_batch(window, start_offset=start_offset, max_bytes=within)
+            except CorruptRecordError:
+                return None  # read() reads it again, and says where
+        return got
 
     def find_offset_by_timestamp_cached(
         self, timestamp: int, starting_offset: int = 0
@@ -1802,7 +1835,10 @@ class LogSegment:
             if records.matches(head):
                 self._budget.touch(records)
                 index = records.first_at_or_after(timestamp, skip)
-                return None if index >= len(records) else TimestampOffset(records.timestamps[index], first + index)
+                if index >= len(records):
+                    return None
+                self._verified = (position, size, None)  # the read that usually follows skips the header
+                return TimestampOffset(records.timestamps[index], first + index)
             self._record_tables.pop(position, None)
             self._budget.release(records)
         checked = self._checked_window(position, size, first, table.last_offsets[slot])
@@ -1819,7 +1855,10 @@ class LogSegment:
             found = find_timestamp(window, 0, header, timestamp, start_offset=starting_offset)
         except CorruptRecordError:
             return WOULD_BLOCK  # the blocking lookup reads it again and says where
-        return None if found is None else TimestampOffset(*found)
+        if found is None:
+            return None
+        self._verified = (position, size, window)  # the read that usually follows takes these bytes
+        return TimestampOffset(*found)
 
     def read_cached(self, start_offset: int, max_bytes: int, max_position: int | None = None) -> FetchData | None:
         """:meth:`read` with ``min_one_message``, when it can be answered at once: else ``None``.
