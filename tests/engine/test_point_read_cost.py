@@ -1,0 +1,194 @@
+"""A point read, and a time lookup + read, cost one bisect of the batch table and one exact read of the page
+cache, whatever the batch shape (issue 22, points 1 and 2).
+
+Counted, not timed: the reads of the ``.log`` each operation makes (page-cache reads and their bytes,
+blocking reads in a thread), the header walks and the CRC-32C computations. Without the batch table a
+read of a log of one-record batches misses the offset index's span (one entry per 4 KiB) and walks
+headers in a thread; a read of one record of a 1000-record batch copies and checks the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.segments import batch as batch_module
+from seglog.segments.batch_table import default_budget
+from seglog.segments.fileio import SegmentFile
+from seglog.segments.segment import LogSegment, _HeaderWalk
+
+CONFIG = LogConfig(max_message_bytes=4 << 20)
+BASE_TS = 1_700_000_000_000
+
+
+@dataclass
+class Counts:
+    cached_reads: int = 0
+    cached_bytes: int = 0
+    blocking_reads: int = 0
+    header_walks: int = 0
+    crcs: int = 0
+
+    def reset(self) -> None:
+        self.cached_reads = self.cached_bytes = self.blocking_reads = self.header_walks = self.crcs = 0
+
+
+@pytest.fixture
+def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
+    got = Counts()
+    read_cached, read_spans = SegmentFile.read_cached, SegmentFile.read_cached_spans
+    read, walk = SegmentFile.read, _HeaderWalk.__iter__
+    crc_value, crc_of = batch_module._crc_value, batch_module._crc_of
+
+    def counted_cached(self: SegmentFile, position: int, size: int) -> Any:
+        got.cached_reads += 1
+        got.cached_bytes += size
+        return read_cached(self, position, size)
+
+    def counted_spans(self: SegmentFile, spans: list[tuple[int, int]]) -> Any:
+        got.cached_reads += 1
+        got.cached_bytes += sum(size for _, size in spans)
+        return read_spans(self, spans)
+
+    def counted_read(self: SegmentFile, fn: Any, **kw: Any) -> Any:
+        got.blocking_reads += 1
+        return read(self, fn, **kw)
+
+    def counted_walk(self: _HeaderWalk) -> Any:
+        got.header_walks += 1
+        return walk(self)
+
+    def counted_crc_value(data: bytes) -> int:
+        got.crcs += 1
+        return int(crc_value(data))
+
+    def counted_crc_of(buf: Any, start: int, end: int) -> int:
+        got.crcs += 1
+        return crc_of(buf, start, end)
+
+    monkeypatch.setattr(SegmentFile, "read_cached", counted_cached)
+    monkeypatch.setattr(SegmentFile, "read_cached_spans", counted_spans)
+    monkeypatch.setattr(SegmentFile, "read", counted_read)
+    monkeypatch.setattr(_HeaderWalk, "__iter__", counted_walk)
+    monkeypatch.setattr(batch_module, "_crc_value", counted_crc_value)
+    monkeypatch.setattr(batch_module, "_crc_of", counted_crc_of)
+    yield got
+
+
+def _records(count: int, first: int, value_bytes: int) -> list[Record]:
+    return [
+        Record(b"%08d" % i + b"v" * (value_bytes - 8), b"k%07d" % i, BASE_TS + i) for i in range(first, first + count)
+    ]
+
+
+async def _log(tmp_path: Path, per_append: int, appends: int, value_bytes: int) -> tuple[Engine, PartitionLog]:
+    engine = await Engine.open(tmp_path, CONFIG)
+    await engine.create_topic("t")
+    log = engine.log("t")
+    for n in range(appends):
+        await log.append(_records(per_append, n * per_append, value_bytes))
+    return engine, log
+
+
+def _page_cache_reads(log: PartitionLog) -> bool:
+    segment: LogSegment = log._segments.active_segment  # type: ignore[assignment]
+    return bool(segment._log._page_cache_reads)
+
+
+def _check(record: Record, offset: int, value_bytes: int) -> None:
+    assert record.offset == offset
+    assert record.value == b"%08d" % offset + b"v" * (value_bytes - 8)
+    assert record.key == b"k%07d" % offset
+    assert record.timestamp == BASE_TS + offset
+
+
+async def test_a_point_read_of_one_record_batches_is_one_exact_read(tmp_path: Path, counts: Counts) -> None:
+    engine, log = await _log(tmp_path, 1, 400, 100)
+    async with engine:
+        await log.read(0, 1)  # the segment's first read tables its batches (one walk, in a thread)
+        if not _page_cache_reads(log):
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
+        for offset in range(1, 399, 7):
+            counts.reset()
+            got = await log.read(offset, 1)
+            _check(got.records[0], offset, 100)
+            assert (counts.cached_reads, counts.blocking_reads, counts.header_walks) == (1, 0, 0), counts
+            assert counts.cached_bytes < 300, counts  # exactly the batch: 61 B of header, one record
+
+
+async def test_a_point_read_of_a_large_batch_reads_only_the_record(tmp_path: Path, counts: Counts) -> None:
+    engine, log = await _log(tmp_path, 1000, 3, 1024)
+    async with engine:
+        await log.read(10, 1)
+        await log.read(1010, 1)  # each large batch's first read verifies its CRC and notes its records
+        if not _page_cache_reads(log):
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
+        for offset in (0, 1, 500, 999, 1000, 1999):
+            counts.reset()
+            got = await log.read(offset, 1)
+            _check(got.records[0], offset, 1024)
+            assert len(got.records) == 1
+            assert (counts.cached_reads, counts.blocking_reads, counts.header_walks, counts.crcs) == (1, 0, 0, 0)
+            assert counts.cached_bytes == 61 + 8 + 1024, counts  # the header, the key, the value
+
+
+async def test_a_time_lookup_then_read_of_a_large_batch_checks_its_header_once(
+    tmp_path: Path, counts: Counts
+) -> None:
+    engine, log = await _log(tmp_path, 1000, 3, 1024)
+    async with engine:
+        await log.read(10, 1)
+        await log.read(1010, 1)
+        if not _page_cache_reads(log):
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
+        for offset in (0, 700, 1000, 1500):
+            counts.reset()
+            found = await log.offset_for_timestamp(BASE_TS + offset)
+            assert found is not None and (found.offset, found.timestamp) == (offset, BASE_TS + offset)
+            got = await log.read(found.offset, 1)
+            _check(got.records[0], offset, 1024)
+            assert (counts.blocking_reads, counts.header_walks, counts.crcs) == (0, 0, 0), counts
+            assert counts.cached_bytes == 61 + 8 + 1024, counts  # no second header read, no batch copy
+
+
+async def test_a_time_lookup_then_read_of_a_small_batch_reads_it_once(tmp_path: Path, counts: Counts) -> None:
+    engine, log = await _log(tmp_path, 10, 100, 100)
+    async with engine:
+        await log.read(0, 1)
+        if not _page_cache_reads(log):
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
+        for offset in (3, 111, 555, 980):
+            counts.reset()
+            found = await log.offset_for_timestamp(BASE_TS + offset)
+            assert found is not None and found.offset == offset
+            got = await log.read(found.offset, 1)
+            _check(got.records[0], offset, 100)
+            assert (counts.cached_reads, counts.blocking_reads, counts.header_walks) == (1, 0, 0), counts
+
+
+async def test_tables_stay_within_their_budget_and_reads_stay_right(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    budget = default_budget()
+    monkeypatch.setattr(budget, "_limit", 6000)  # room for about 187 batch entries: less than 3 logs' 300
+    async with Engine.open(tmp_path, CONFIG) as engine:
+        logs = []
+        for name in ("a", "b", "c"):
+            await engine.create_topic(name)
+            log = engine.log(name)
+            for i in range(100):
+                await log.append(_records(1, i, 100))
+            logs.append(log)
+        for _ in range(2):
+            for log in logs:
+                for offset in range(0, 99, 9):
+                    _check((await log.read(offset, 1)).records[0], offset, 100)
+                    assert budget.used_bytes <= 6000
+        tabled = [log._segments.active_segment._batch_table is not None for log in logs]  # type: ignore[union-attr]
+        assert tabled.count(True) == 1, tabled  # the least recently read ones were dropped
+        assert budget.used_bytes > 0

@@ -1,0 +1,173 @@
+"""Batch tables and record tables (``seglog.segments.batch_table``) and how a segment uses them: a table only
+says where to read; the bytes found there are checked against it, a cut forgets it, the budget bounds it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from seglog.segments.batch import TimestampType, encode_batch, read_header
+from seglog.segments.batch_table import (
+    BatchTable,
+    TableBudget,
+    build_record_table,
+    walk_batch_table,
+)
+from seglog.segments.errors import CorruptRecordError
+from seglog.segments.fileio import WOULD_BLOCK
+from seglog.segments.records import Record
+from seglog.segments.segment import LogSegment
+
+from seghelpers import SegmentFactory, append
+
+BASE_TS = 1_700_000_000_000
+
+
+def _batch(offset: int, count: int, value_bytes: int, *, tag: bytes = b"", stamps: list[int] | None = None) -> bytes:
+    records = [
+        Record(tag + b"%08d" % (offset + i) + b"v" * value_bytes, b"k%07d" % (offset + i),
+               BASE_TS + offset + i if stamps is None else stamps[i])
+        for i in range(count)
+    ]
+    return encode_batch(offset, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=0)
+
+
+def _table(seg: LogSegment, offset: int = 0) -> None:
+    # What the engine does on a segment's first read: the walk (here inline), installed.
+    job = seg.batch_table_job(offset)
+    assert job is not None
+    seg.install_batch_table(job())
+
+
+def _file_bytes(seg: LogSegment) -> bytes:
+    return Path(seg.log_path).read_bytes()[: seg.size]
+
+
+def _page_cache_reads(seg: LogSegment) -> bool:
+    return bool(seg._log._page_cache_reads)
+
+
+async def test_the_walk_tables_every_batch_and_stops_at_a_damaged_header(make_segment: SegmentFactory) -> None:
+    seg = await make_segment(0)
+    batches = [_batch(i * 3, 3, 20) for i in range(10)]
+    await append(seg, batches)
+    data = bytearray(_file_bytes(seg))
+    build = walk_batch_table(lambda p, n: bytes(data[p : p + n]), 0, len(data), 0, 1000)
+    assert list(build.last_offsets) == [i * 3 + 2 for i in range(10)] and build.end == len(data)
+    sizes = [len(b) for b in batches]
+    assert list(build.positions) == [sum(sizes[:i]) for i in range(10)]
+    data[sum(sizes[:6]) + 16] = 0x01  # batch 6's magic
+    damaged = walk_batch_table(lambda p, n: bytes(data[p : p + n]), 0, len(data), 0, 1000)
+    assert len(damaged.positions) == 6 and damaged.end == sum(sizes[:6])
+    assert len(walk_batch_table(lambda p, n: bytes(data[p : p + n]), 0, len(data), 0, 4).positions) == 4
+
+
+def test_the_first_batch_reaching_a_timestamp_is_found_with_out_of_order_timestamps() -> None:
+    rnd = random.Random(5)
+    table = BatchTable(0)
+    stamps = [rnd.randrange(1000) for _ in range(200)]
+    for i, ts in enumerate(stamps):
+        table.add(i * 100, 100, i, ts)
+    for target in range(-1, 1002, 7):
+        for start in (0, 50, 199):
+            expected = next((i for i in range(start, 200) if stamps[i] >= target), 200)
+            assert table.first_reaching(target, start) == expected
+
+
+def test_the_budget_evicts_the_least_recently_used_and_refuses_what_can_never_fit() -> None:
+    budget = TableBudget(100)
+    dropped: list[str] = []
+    assert budget.charge("a", 40, lambda: dropped.append("a"))
+    assert budget.charge("b", 40, lambda: dropped.append("b"))
+    budget.touch("a")
+    assert budget.charge("c", 40, lambda: dropped.append("c"))
+    assert dropped == ["b"] and budget.used_bytes == 80
+    assert not budget.charge("d", 101, lambda: None)
+    assert budget.grow("c", 20) and budget.used_bytes == 100
+    assert not budget.grow("gone", 1)
+    budget.release("a")
+    assert budget.used_bytes == 60 and len(budget) == 1
+    budget.set_limit(0)
+    assert dropped == ["b", "c"] and budget.used_bytes == 0
+
+
+def test_a_record_table_places_each_key_and_value() -> None:
+    stamps = [BASE_TS + x for x in (5, 3, 9, 9, 1)]
+    buf = _batch(40, 5, 30, stamps=stamps)
+    header = read_header(buf)
+    table = build_record_table(buf, 1000, header)
+    assert table is not None and len(table) == 5 and not table.sorted
+    for i in range(5):
+        key_at, value_at = table.key_positions[i] - 1000, table.value_positions[i] - 1000
+        assert buf[key_at : key_at + table.key_lengths[i]] == b"k%07d" % (40 + i)
+        assert buf[value_at : value_at + table.value_lengths[i]] == b"%08d" % (40 + i) + b"v" * 30
+    assert [table.first_at_or_after(BASE_TS + t, 0) for t in (0, 4, 6, 10)] == [0, 0, 2, 5]
+    assert table.first_at_or_after(BASE_TS + 4, 3) == 3
+    assert table.matches(buf[:61])
+    damaged = bytearray(buf)
+    damaged[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        build_record_table(damaged, 1000, header)
+
+
+async def test_a_cut_forgets_the_tables_so_rewritten_bytes_are_never_served_from_them(
+    make_segment: SegmentFactory,
+) -> None:
+    seg = await make_segment(0, index_interval_bytes=4096)
+    await append(seg, [_batch(0, 100, 400)])
+    await append(seg, [_batch(100, 100, 400)])
+    _table(seg)
+    got = seg.read_records_cached(150, 1)
+    if not _page_cache_reads(seg):
+        pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
+    assert got is not None and got[0].value.startswith(b"00000150")  # type: ignore[union-attr]
+    assert seg._record_tables and seg._batch_table is not None
+    seg.truncate_to(100, now_ms=0)
+    assert not seg._record_tables and seg._batch_table is None
+    # The same offsets and sizes again, other bytes: a table kept from before the cut would serve the old ones.
+    await append(seg, [_batch(100, 100, 399, tag=b"X")])
+    _table(seg, 150)
+    got = seg.read_records_cached(150, 1)
+    assert got is not None and got[0].value == b"X00000150" + b"v" * 399
+
+
+async def test_a_batch_changed_under_its_record_table_is_not_served(make_segment: SegmentFactory) -> None:
+    seg = await make_segment(0, index_interval_bytes=4096)
+    await append(seg, [_batch(0, 100, 400), _batch(100, 1, 10)])
+    _table(seg)
+    assert seg.read_records_cached(50, 1) is not None or not _page_cache_reads(seg)
+    if not _page_cache_reads(seg):
+        pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
+    assert seg._record_tables
+    with open(seg.log_path, "r+b") as f:  # another CRC field: the header no longer matches the table
+        f.seek(17)
+        f.write(b"\x00\x00\x00\x00")
+    assert seg.read_records_cached(50, 1) is None  # the blocking read then decides (and refuses the CRC)
+    data = seg.read(50, 1, min_one_message=True)
+    assert data is not None and data is not WOULD_BLOCK
+    with pytest.raises(CorruptRecordError):
+        data.records()
+
+
+async def test_the_cached_time_lookup_answers_as_the_blocking_one(make_segment: SegmentFactory) -> None:
+    rnd = random.Random(3)
+    seg = await make_segment(0, index_interval_bytes=256)
+    offset = 0
+    for count in [1, 3, 200, 1, 5, 120, 2] * 3:
+        stamps = [BASE_TS + rnd.randrange(5000) for _ in range(count)]
+        await append(seg, [_batch(offset, count, 300 if count > 100 else 10, stamps=stamps)])
+        offset += count
+    _table(seg)
+    if not _page_cache_reads(seg):
+        pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
+    answered = 0
+    for _ in range(300):
+        ts, start = BASE_TS + rnd.randrange(-10, 5010), rnd.choice([0, 0, rnd.randrange(offset)])
+        cached = seg.find_offset_by_timestamp_cached(ts, start)
+        if cached is WOULD_BLOCK:
+            continue
+        answered += 1
+        assert cached == seg.find_offset_by_timestamp(ts, start), (ts, start)
+    assert answered > 250
