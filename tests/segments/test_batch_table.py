@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+from seghelpers import SegmentFactory, append
 
 from seglog.segments.batch import TimestampType, encode_batch, read_header
 from seglog.segments.batch_table import (
@@ -19,8 +20,6 @@ from seglog.segments.errors import CorruptRecordError
 from seglog.segments.fileio import WOULD_BLOCK
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment
-
-from seghelpers import SegmentFactory, append
 
 BASE_TS = 1_700_000_000_000
 
