@@ -123,6 +123,25 @@ _RECORD_TABLE_MIN_BYTES: Final = 32 * 1024
 # batches that reach the timestamp but hold no record at or after the starting offset.
 _TIME_LOOKUP_TRIES: Final = 4
 _new_record = partial(tuple.__new__, Record)
+# A time lookup decodes a batch up to this size whole (one C call) and keeps its records for the read
+# that follows; a larger one has only its timestamp column searched (or its record table).
+_DECODED_BATCH_MAX_BYTES: Final = 4096
+
+
+def _records_from(records: list[Record], start_offset: int, max_bytes: int | None) -> list[Record] | None:
+    # The records a read of one batch returns from decoded `records`: from start_offset on, up to the
+    # one whose key and value bytes reach max_bytes (at least one; all with None), as decode_batch.
+    taken: list[Record] = []
+    total = 0
+    for record in records:
+        if record.offset < start_offset:
+            continue
+        taken.append(record)
+        if max_bytes is not None:
+            total += (0 if record.key is None else len(record.key)) + (0 if record.value is None else len(record.value))
+            if total >= max_bytes:
+                break
+    return taken or None
 
 
 class RollParams(NamedTuple):
@@ -513,8 +532,9 @@ class LogSegment:
         self._table_tried_size = -1  # the size at which a build covered no more (damage, budget)
         # (position, size, bytes) of the small batch the last time lookup read: the read that follows
         # it (of the offset it found) takes them instead of reading them again.
-        # A record-table batch's entry has no bytes: its header was checked against the table.
-        self._verified: tuple[int, int, bytes | bytearray | None] | None = None
+        # A record-table batch's entry holds the one record the lookup found.
+        # A small batch's entry holds its decoded records, a time lookup having decoded it whole.
+        self._verified: tuple[int, int, bytes | bytearray | list[Record]] | None = None
 
     @functools.cached_property
     def _offset_index(self) -> LazyIndex[OffsetIndex]:
@@ -1690,11 +1710,10 @@ class LogSegment:
         return window, header
 
     def _from_record_table(
-        self, records: RecordTable, index: int, window: bytes | bytearray | None, head_checked: bool = False
+        self, records: RecordTable, index: int, window: bytes | bytearray | None
     ) -> Record | None:
         # Record `index` of a record-table batch: its key and value bytes read alone (from `window`
-        # when the caller holds the batch), after the header there is checked against the table
-        # (unless the time lookup this read follows has just checked it).
+        # when the caller holds the batch), after the header there is checked against the table.
         key_length, value_length = records.key_lengths[index], records.value_lengths[index]
         key = value = None
         if window is not None:
@@ -1708,7 +1727,7 @@ class LogSegment:
         else:
             # One guarded access for the header (checked against the table: the CRC verified when the
             # table was built still holds for these bytes) and the record's key and value.
-            spans = [] if head_checked else [(records.position, HEADER_SIZE)]
+            spans = [(records.position, HEADER_SIZE)]
             if key_length >= 0:
                 spans.append((records.key_positions[index], key_length))
             if value_length >= 0:
@@ -1716,7 +1735,7 @@ class LogSegment:
             pieces = self._log.read_cached_spans(spans)
             if pieces is None or any(len(piece) != size for piece, (_, size) in zip(pieces, spans, strict=True)):
                 return None
-            if not head_checked and not records.matches(pieces.pop(0)):
+            if not records.matches(pieces.pop(0)):
                 return None
             if key_length >= 0:
                 key = bytes(pieces.pop(0))
@@ -1747,8 +1766,11 @@ class LogSegment:
             wanted = max(records.key_lengths[index], 0) + max(records.value_lengths[index], 0)
             if max_bytes <= wanted:  # one record is the whole read (decode_batch's max_bytes rule)
                 verified = self._verified
-                head_checked = verified is not None and verified[0] == position and verified[2] is None
-                record = self._from_record_table(records, index, None, head_checked)
+                if verified is not None and verified[0] == position and isinstance(verified[2], list):
+                    looked_up = verified[2][0]  # the record the time lookup this read follows has just read
+                    if looked_up.offset == start_offset:
+                        return [looked_up]
+                record = self._from_record_table(records, index, None)
                 if record is not None:
                     return [record]
             self._record_tables.pop(position, None)
@@ -1768,7 +1790,10 @@ class LogSegment:
         else:
             verified = self._verified
             if verified is not None and verified[0] == position and verified[1] == size and verified[2] is not None:
-                window = verified[2]  # the batch a time lookup just found (the read that follows it)
+                held = verified[2]  # the batch a time lookup just found (the read that follows it)
+                if isinstance(held, list):
+                    return _records_from(held, start_offset, max_bytes if max_bytes < size else None)
+                window = held
             else:
                 found = self._log.read_cached(position, size)
                 if found is None or len(found) < size:
@@ -1829,18 +1854,35 @@ class LogSegment:
         first, position, size, records = placed
         skip = starting_offset - first if starting_offset > first else 0
         if records is not None:
-            head = self._log.read_cached(position, HEADER_SIZE)
-            if head is None:
-                return WOULD_BLOCK
-            if records.matches(head):
-                self._budget.touch(records)
-                index = records.first_at_or_after(timestamp, skip)
-                if index >= len(records):
-                    return None
-                self._verified = (position, size, None)  # the read that usually follows skips the header
+            index = records.first_at_or_after(timestamp, skip)
+            if index >= len(records):
+                return None  # (the table was built from the CRC-verified batch; no byte is read)
+            # The record itself, read now (its header checked against the table): the read that
+            # usually follows takes it as it is.
+            record = self._from_record_table(records, index, None)
+            if record is not None:
+                self._verified = (position, size, [record])
                 return TimestampOffset(records.timestamps[index], first + index)
             self._record_tables.pop(position, None)
             self._budget.release(records)
+        if size <= _DECODED_BATCH_MAX_BYTES:
+            # A small batch is checked, CRC-verified and decoded whole in one C call: its records answer
+            # the lookup, and the read that usually follows takes its record from them.
+            window = self._log.read_cached(position, size)
+            if window is None or len(window) < size:
+                return WOULD_BLOCK
+            base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
+            if base_offset != first or LOG_OVERHEAD + batch_length != size or (
+                base_offset + last_offset_delta != table.last_offsets[slot]
+            ):
+                return WOULD_BLOCK
+            decoded = first_batch_records(window, first, None)
+            if decoded is not None:
+                for record in decoded:
+                    if record.offset >= starting_offset and record.timestamp >= timestamp:  # type: ignore[operator]
+                        self._verified = (position, size, decoded)
+                        return TimestampOffset(record.timestamp, record.offset)  # type: ignore[arg-type]
+                return None
         checked = self._checked_window(position, size, first, table.last_offsets[slot])
         if checked is None:
             return WOULD_BLOCK
