@@ -18,7 +18,7 @@ Must not import: ``engine`` or ``tools``.
 
 from __future__ import annotations
 
-import struct
+import contextlib
 import threading
 from array import array
 from bisect import bisect_left
@@ -60,9 +60,6 @@ DEFAULT_TABLE_BUDGET_BYTES: Final = 32 << 20
 BYTES_PER_BATCH: Final = 32  # four int64 arrays (last offset, position, max timestamp, running max) ...
 _BYTES_PER_RECORD: Final = 40  # timestamp, key position and length, value position and length
 _RECORD_TABLE_OVERHEAD: Final = 256
-# base_offset, batch_length, (partition_leader_epoch skipped), magic, crc, attributes, last_offset_delta,
-# (base_timestamp skipped), max_timestamp: what a table entry and its checks need of a header.
-_TABLE_FIELDS: Final = struct.Struct(">qi4xbIhi8xq")
 # The walk reads this much at a time; a header beyond the window is read alone (a large batch's body
 # is skipped, never read).
 _WALK_WINDOW: Final = 256 * 1024
@@ -133,9 +130,9 @@ class TableBudget:
         return True
 
     def touch(self, key: object) -> None:
-        with self._lock:
-            if key in self._tables:
-                self._tables.move_to_end(key)
+        # No lock: move_to_end is one call under the GIL, and the sizes it would guard do not change.
+        with contextlib.suppress(KeyError):
+            self._tables.move_to_end(key)
 
     def release(self, key: object) -> None:
         with self._lock:
@@ -297,24 +294,22 @@ def walk_batch_table(pread: PRead, start: int, end: int, expected_base: int, max
 class RecordTable:
     """Where each record of one large batch lies, from a read that verified the batch's CRC once.
 
-    Kept for the batch at ``position`` with this ``batch_length`` and ``crc``
-    (the header field): a read checks the header it finds there against them
-    before it trusts the positions. Only dense seglog batches without record
+    Kept for the batch at ``position`` with this ``header`` (its 61 bytes,
+    with the batch length and the CRC field): a read checks the header it
+    finds there against it before it trusts the positions. Only dense seglog batches without record
     headers get one (what a large append writes); others are decoded whole.
     ``key_lengths[i]``/``value_lengths[i]`` are ``-1`` for a nil key/value.
     """
 
     __slots__ = (
-        "base_offset", "batch_length", "crc", "key_lengths", "key_positions", "last_offset_delta", "position",
-        "sorted", "timestamps", "value_lengths", "value_positions",
+        "base_offset", "header", "key_lengths", "key_positions", "position", "sorted", "timestamps",
+        "value_lengths", "value_positions",
     )
 
-    def __init__(self, position: int, header: BatchHeader) -> None:
+    def __init__(self, position: int, header: bytes) -> None:
         self.position = position
-        self.base_offset = header.base_offset
-        self.batch_length = header.batch_length
-        self.crc = header.crc
-        self.last_offset_delta = header.last_offset_delta
+        self.header = header  # all 61 bytes: offsets, length, CRC field, attributes, timestamps
+        self.base_offset = int.from_bytes(header[:8], "big", signed=True)
         self.timestamps: array[int] = array("q")
         self.key_positions: array[int] = array("q")
         self.key_lengths: array[int] = array("q")
@@ -330,13 +325,7 @@ class RecordTable:
 
     def matches(self, head: bytes | bytearray) -> bool:
         """Whether ``head`` (the 61 bytes at :attr:`position`) is the header this table was built from."""
-        if len(head) < HEADER_SIZE:
-            return False
-        base_offset, batch_length, magic, crc, _, last_offset_delta, _ = _TABLE_FIELDS.unpack_from(head)
-        return bool(
-            base_offset == self.base_offset and batch_length == self.batch_length and crc == self.crc
-            and last_offset_delta == self.last_offset_delta and magic == MAGIC
-        )
+        return head == self.header
 
     def first_at_or_after(self, timestamp: int, index: int) -> int:
         """The first record index from ``index`` on with a timestamp >= ``timestamp`` (``len`` when none)."""
@@ -384,7 +373,7 @@ def build_record_table(
     body_end = LOG_OVERHEAD + header.batch_length
     body = memoryview(buf)[body_start:body_end]
     count = header.record_count
-    table = RecordTable(position, header)
+    table = RecordTable(position, bytes(memoryview(buf)[:HEADER_SIZE]))
     unpacker = msgpack.Unpacker(max_buffer_size=len(body), use_list=False, raw=False)
     unpacker.feed(body)
     try:

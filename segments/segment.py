@@ -52,6 +52,7 @@ from seglog.segments.batch import (
     BatchHeader,
     ScanStop,
     check_header,
+    decode_batch,
     decode_batches,
     decode_first_batch,
     find_timestamp,
@@ -128,6 +129,11 @@ _new_record = partial(tuple.__new__, Record)
 _DECODED_BATCH_MAX_BYTES: Final = 4096
 
 
+def _record_bytes(record: Record) -> int:
+    # What a record counts for a read's max_bytes (decode_batch's rule): its key and value bytes.
+    return (0 if record.key is None else len(record.key)) + (0 if record.value is None else len(record.value))
+
+
 def _records_from(records: list[Record], start_offset: int, max_bytes: int | None) -> list[Record] | None:
     # The records a read of one batch returns from decoded `records`: from start_offset on, up to the
     # one whose key and value bytes reach max_bytes (at least one; all with None), as decode_batch.
@@ -138,7 +144,7 @@ def _records_from(records: list[Record], start_offset: int, max_bytes: int | Non
             continue
         taken.append(record)
         if max_bytes is not None:
-            total += (0 if record.key is None else len(record.key)) + (0 if record.value is None else len(record.value))
+            total += _record_bytes(record)
             if total >= max_bytes:
                 break
     return taken or None
@@ -530,11 +536,10 @@ class LogSegment:
         self._table_epoch = 0  # bumped when the .log is cut: a build begun before is not installed
         self._table_building = False
         self._table_tried_size = -1  # the size at which a build covered no more (damage, budget)
-        # (position, size, bytes) of the small batch the last time lookup read: the read that follows
-        # it (of the offset it found) takes them instead of reading them again.
-        # A record-table batch's entry holds the one record the lookup found.
-        # A small batch's entry holds its decoded records, a time lookup having decoded it whole.
-        self._verified: tuple[int, int, bytes | bytearray | list[Record]] | None = None
+        # (position, size, records, whole) of the batch the last time lookup read: every record of a
+        # small batch (whole), or the one record it found; the read that usually follows (of the
+        # offset it found) takes them instead of reading and decoding the batch again.
+        self._verified: tuple[int, int, list[Record], bool] | None = None
 
     @functools.cached_property
     def _offset_index(self) -> LazyIndex[OffsetIndex]:
@@ -1727,20 +1732,32 @@ class LogSegment:
         else:
             # One guarded access for the header (checked against the table: the CRC verified when the
             # table was built still holds for these bytes) and the record's key and value.
-            spans = [(records.position, HEADER_SIZE)]
-            if key_length >= 0:
-                spans.append((records.key_positions[index], key_length))
-            if value_length >= 0:
-                spans.append((records.value_positions[index], value_length))
-            pieces = self._log.read_cached_spans(spans)
-            if pieces is None or any(len(piece) != size for piece, (_, size) in zip(pieces, spans, strict=True)):
-                return None
-            if not records.matches(pieces.pop(0)):
-                return None
-            if key_length >= 0:
-                key = bytes(pieces.pop(0))
-            if value_length >= 0:
-                value = bytes(pieces[0])
+            key_at, value_at = records.key_positions[index], records.value_positions[index]
+            if key_length >= 0 and value_length >= 0:
+                pieces = self._log.read_cached_spans(
+                    ((records.position, HEADER_SIZE), (key_at, key_length), (value_at, value_length))
+                )
+                if pieces is None:
+                    return None
+                head, got_key, got_value = pieces
+                if len(got_key) != key_length or len(got_value) != value_length or head != records.header:
+                    return None
+                key, value = bytes(got_key), bytes(got_value)
+            else:
+                spans = [(records.position, HEADER_SIZE)]
+                if key_length >= 0:
+                    spans.append((key_at, key_length))
+                if value_length >= 0:
+                    spans.append((value_at, value_length))
+                pieces = self._log.read_cached_spans(spans)
+                if pieces is None or any(len(p) != n for p, (_, n) in zip(pieces, spans, strict=True)):
+                    return None
+                if pieces[0] != records.header:
+                    return None
+                if key_length >= 0:
+                    key = bytes(pieces[1])
+                if value_length >= 0:
+                    value = bytes(pieces[-1])
             self._budget.touch(records)
         return _new_record((value, key, records.timestamps[index], (), records.base_offset + index))
 
@@ -1762,14 +1779,19 @@ class LogSegment:
         if first > start_offset:
             return None
         index = start_offset - first
+        verified = self._verified
+        if verified is not None and verified[0] == position and verified[1] == size:
+            # The batch a time lookup has just read (the read that usually follows it): all of its
+            # records (a small batch), or the one it found.
+            held, whole = verified[2], verified[3]
+            if whole:
+                return _records_from(held, start_offset, max_bytes if max_bytes < size else None)
+            looked_up = held[0]
+            if looked_up.offset == start_offset and max_bytes <= _record_bytes(looked_up):
+                return [looked_up]
         if records is not None:
             wanted = max(records.key_lengths[index], 0) + max(records.value_lengths[index], 0)
             if max_bytes <= wanted:  # one record is the whole read (decode_batch's max_bytes rule)
-                verified = self._verified
-                if verified is not None and verified[0] == position and isinstance(verified[2], list):
-                    looked_up = verified[2][0]  # the record the time lookup this read follows has just read
-                    if looked_up.offset == start_offset:
-                        return [looked_up]
                 record = self._from_record_table(records, index, None)
                 if record is not None:
                     return [record]
@@ -1788,17 +1810,10 @@ class LogSegment:
                 if max_bytes <= wanted:
                     return [r for r in (self._from_record_table(records, index, window),) if r is not None] or None
         else:
-            verified = self._verified
-            if verified is not None and verified[0] == position and verified[1] == size and verified[2] is not None:
-                held = verified[2]  # the batch a time lookup just found (the read that follows it)
-                if isinstance(held, list):
-                    return _records_from(held, start_offset, max_bytes if max_bytes < size else None)
-                window = held
-            else:
-                found = self._log.read_cached(position, size)
-                if found is None or len(found) < size:
-                    return None
-                window = found
+            found = self._log.read_cached(position, size)
+            if found is None or len(found) < size:
+                return None
+            window = found
             # What the table says of the batch (the C reader checks the rest of the header).
             base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
             if base_offset != first or LOG_OVERHEAD + batch_length != size or (
@@ -1861,7 +1876,7 @@ class LogSegment:
             # usually follows takes it as it is.
             record = self._from_record_table(records, index, None)
             if record is not None:
-                self._verified = (position, size, [record])
+                self._verified = (position, size, [record], False)
                 return TimestampOffset(records.timestamps[index], first + index)
             self._record_tables.pop(position, None)
             self._budget.release(records)
@@ -1880,7 +1895,7 @@ class LogSegment:
             if decoded is not None:
                 for record in decoded:
                     if record.offset >= starting_offset and record.timestamp >= timestamp:  # type: ignore[operator]
-                        self._verified = (position, size, decoded)
+                        self._verified = (position, size, decoded, True)
                         return TimestampOffset(record.timestamp, record.offset)  # type: ignore[arg-type]
                 return None
         checked = self._checked_window(position, size, first, table.last_offsets[slot])
@@ -1899,8 +1914,16 @@ class LogSegment:
             return WOULD_BLOCK  # the blocking lookup reads it again and says where
         if found is None:
             return None
-        self._verified = (position, size, window)  # the read that usually follows takes these bytes
-        return TimestampOffset(*found)
+        found_ts, found_offset = found
+        if header.magic == MAGIC:
+            # The record itself (the CRC is verified): the read that usually follows takes it as it is.
+            try:
+                one = decode_batch(window, 0, header, start_offset=found_offset, max_bytes=1)
+            except CorruptRecordError:
+                return WOULD_BLOCK
+            if one and one[0].offset == found_offset:
+                self._verified = (position, size, one[:1], False)
+        return TimestampOffset(found_ts, found_offset)
 
     def read_cached(self, start_offset: int, max_bytes: int, max_position: int | None = None) -> FetchData | None:
         """:meth:`read` with ``min_one_message``, when it can be answered at once: else ``None``.
