@@ -1025,6 +1025,47 @@ def first_batch_records(buf: bytes | bytearray, start_offset: int, max_bytes: in
     return got
 
 
+def first_batch_record_at_time(buf: bytes | bytearray, timestamp: int, start_offset: int) -> Record | None:
+    """The batch at the start of ``buf``'s first record at or after ``start_offset`` with a timestamp >= ``timestamp``.
+
+    On the C path alone, for a caller with a slower path of its own (a time
+    lookup whose read follows): the timestamp column is searched in C, then
+    the one record found is built by the C reader, which checks the header
+    and verifies the CRC first (nothing is returned from unverified bytes).
+    ``None`` when the C module is absent, the batch is not a plain seglog
+    batch, no record qualifies, or anything is unusual or wrong: the slower
+    path then decides (and raises :class:`CorruptRecordError`).
+    """
+    fast = _fast
+    if fast is None or len(buf) < HEADER_SIZE or buf[MAGIC_OFFSET] != MAGIC or buf[_ATTRIBUTES_LOW] & CONTROL_BIT:
+        return None
+    header = _make_header(_unpack_header(buf))
+    body_end = LOG_OVERHEAD + header.batch_length
+    skip = start_offset - header.base_offset if start_offset > header.base_offset else 0
+    count = header.record_count
+    if (
+        body_end > len(buf)
+        or body_end - HEADER_SIZE < MIN_BODY_BYTES
+        or not 0 <= skip < count
+        or header.last_offset_delta < 0
+        or type(timestamp) is not int
+    ):
+        return None
+    hit: tuple[int, int] | None = fast.find_timestamp(
+        buf, HEADER_SIZE, body_end, count, header.last_offset_delta, header.base_timestamp, header.max_timestamp,
+        header.attributes & TIMESTAMP_TYPE_BIT, skip, max(timestamp, -INT64_MAX - 1),
+    )
+    if hit is None or hit[0] < 0:
+        return None
+    offset = header.base_offset + hit[0]
+    if not 0 <= offset <= INT64_MAX:
+        return None
+    got: list[Record] | None = fast.batch_records(Record, _crc_value, buf, offset, 1)
+    if not got or got[0].offset != offset or got[0].timestamp != hit[1]:
+        return None
+    return got[0]
+
+
 def decode_first_batch(
     buf: bytes | bytearray | memoryview, *, start_offset: int = 0, max_bytes: int | None = None
 ) -> list[Record]:

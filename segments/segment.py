@@ -56,6 +56,7 @@ from seglog.segments.batch import (
     decode_batches,
     decode_first_batch,
     find_timestamp,
+    first_batch_record_at_time,
     first_batch_records,
     header_problem,
     index_entry_problem,
@@ -1898,6 +1899,20 @@ class LogSegment:
                         self._verified = (position, size, decoded, True)
                         return TimestampOffset(record.timestamp, record.offset)  # type: ignore[arg-type]
                 return None
+        elif size < _RECORD_TABLE_MIN_BYTES:
+            # A mid-sized batch: the timestamp column searched and the one record found built in C (the
+            # CRC verified first); the read that usually follows takes that record.
+            window = self._log.read_cached(position, size)
+            if window is None or len(window) < size:
+                return WOULD_BLOCK
+            base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
+            if base_offset == first and LOG_OVERHEAD + batch_length == size and (
+                base_offset + last_offset_delta == table.last_offsets[slot]
+            ):
+                hit = first_batch_record_at_time(window, timestamp, starting_offset)
+                if hit is not None:
+                    self._verified = (position, size, [hit], False)
+                    return TimestampOffset(hit.timestamp, hit.offset)  # type: ignore[arg-type]
         checked = self._checked_window(position, size, first, table.last_offsets[slot])
         if checked is None:
             return WOULD_BLOCK

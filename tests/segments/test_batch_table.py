@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from seghelpers import SegmentFactory, append
 
+from seglog.segments import batch as batch_module
 from seglog.segments.batch import TimestampType, encode_batch, read_header
 from seglog.segments.batch_table import (
     BatchTable,
@@ -170,3 +171,27 @@ async def test_the_cached_time_lookup_answers_as_the_blocking_one(make_segment: 
         answered += 1
         assert cached == seg.find_offset_by_timestamp(ts, start), (ts, start)
     assert answered > 250
+
+
+def test_the_c_time_lookup_of_one_batch_finds_what_the_python_lookup_finds() -> None:
+    rnd = random.Random(11)
+    for trial in range(60):
+        count = rnd.choice([1, 2, 7, 40])
+        stamps = [BASE_TS + rnd.randrange(100) for _ in range(count)]
+        buf = _batch(500, count, rnd.randrange(1, 50), stamps=stamps)
+        header = read_header(buf)
+        for _ in range(10):
+            ts, start = BASE_TS + rnd.randrange(-5, 105), 500 + rnd.randrange(count)
+            got = batch_module.first_batch_record_at_time(buf, ts, start)
+            if batch_module._fast is None:
+                assert got is None
+                continue
+            expected = batch_module.find_timestamp(buf, 0, header, ts, start_offset=start)
+            if expected is None:
+                assert got is None
+            else:
+                assert got is not None and (got.timestamp, got.offset) == expected, trial
+                assert got == batch_module.decode_batch(buf, 0, header, start_offset=got.offset, max_bytes=1)[0]
+        damaged = bytearray(buf)
+        damaged[-1] ^= 0x01  # the CRC no longer matches: nothing is returned from these bytes
+        assert batch_module.first_batch_record_at_time(damaged, 0, 500) is None
