@@ -142,6 +142,10 @@ _T = TypeVar("_T")
 # most of the hop's cost (docs/PERFORMANCE.md, "Measurements behind the code").
 MAX_GROUP_BYTES: Final = 1 << 20
 DEFAULT_FETCH_BYTES: Final = 1 << 20
+# A read of at most this many bytes (a point read, a small fetch) has a segment's batches tabled for it
+# (LogSegment.batch_table_job): larger fetches read whole batches from the offset index as before and
+# do not pay the walk.
+_TABLED_READ_BYTES: Final = 64 * 1024
 # Largest last write kept in memory for tailing readers: a few single-record appends or one modest
 # batch. Subscribers following a live partition then read without touching the file.
 TAIL_CACHE_BYTES: Final = 16 * 1024
@@ -1699,7 +1703,11 @@ class PartitionLog:
             # A point read answered at once (one batch, placed by the index, cached): no await, no hop.
             # (No read limit: with no await in between, the active segment's size is the log end.)
             got = segment.read_records_cached(offset, max_bytes)
-            if got is None and (job := segment.batch_table_job(offset)) is not None:
+            if (
+                got is None
+                and max_bytes <= _TABLED_READ_BYTES
+                and (job := segment.batch_table_job(offset)) is not None
+            ):
                 # The first read of a segment (or of batches appended since, several per write) tables
                 # its batches by their headers, in one hop; from then on a point read is one bisect.
                 await _table_walk(segment, job)

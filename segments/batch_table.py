@@ -45,6 +45,7 @@ from seglog.segments.fileio import PRead
 __all__ = [
     "BYTES_PER_BATCH",
     "DEFAULT_TABLE_BUDGET_BYTES",
+    "WALK_MAX_BYTES",
     "BatchTable",
     "RecordTable",
     "TableBudget",
@@ -63,6 +64,10 @@ _RECORD_TABLE_OVERHEAD: Final = 256
 # The walk reads this much at a time; a header beyond the window is read alone (a large batch's body
 # is skipped, never read).
 _WALK_WINDOW: Final = 256 * 1024
+# One walk tables at most this much of a segment (a read past it walks on from there): a segment's first
+# point read reads its headers, which with small batches means its whole file, so a large segment is
+# tabled a part per read rather than all at once.
+WALK_MAX_BYTES: Final = 16 << 20
 
 
 class TableBudget:
@@ -173,6 +178,7 @@ class TableBuild(NamedTuple):
     last_offsets: array[int]
     positions: array[int]
     max_timestamps: array[int]
+    complete: bool  # it stopped at its byte limit or the end, not at a header that failed or the entry limit
 
 
 class BatchTable:
@@ -254,7 +260,9 @@ class BatchTable:
         return len(self.positions) * BYTES_PER_BATCH
 
 
-def walk_batch_table(pread: PRead, start: int, end: int, expected_base: int, max_entries: int) -> TableBuild:
+def walk_batch_table(
+    pread: PRead, start: int, end: int, expected_base: int, max_entries: int, max_bytes: int = WALK_MAX_BYTES
+) -> TableBuild:
     """Table the batches in ``[start, end)`` of a ``.log`` by their headers alone; blocking (in a thread).
 
     ``expected_base`` is the base offset the batch at ``start`` must have.
@@ -262,7 +270,10 @@ def walk_batch_table(pread: PRead, start: int, end: int, expected_base: int, max
     read as the next batch (a length outside the file, offsets that do not
     follow on, any check of ``header_problem``) and after ``max_entries``
     batches: the walk only says where batches lie; a read checks each one it
-    uses (its header, its CRC) as it would without a table.
+    uses (its header, its CRC) as it would without a table. It also stops
+    after the batch that crosses ``max_bytes`` from ``start`` (``complete``:
+    the next walk goes on from there), so that no single walk reads a large
+    segment whole.
     """
     last_offsets: array[int] = array("q")
     positions: array[int] = array("q")
@@ -271,7 +282,14 @@ def walk_batch_table(pread: PRead, start: int, end: int, expected_base: int, max
     window_start = start
     position = start
     expected = expected_base
-    while position < end and len(positions) < max_entries:
+    stop_at = start + max_bytes
+    complete = False
+    while True:
+        if position >= end or position >= stop_at:
+            complete = True
+            break
+        if len(positions) >= max_entries:
+            break
         at = position - window_start
         if at + HEADER_SIZE > len(window):
             window_start, at = position, 0
@@ -288,7 +306,7 @@ def walk_batch_table(pread: PRead, start: int, end: int, expected_base: int, max
         positions.append(position)
         max_timestamps.append(header.max_timestamp)
         position += header.size
-    return TableBuild(start, position, last_offsets, positions, max_timestamps)
+    return TableBuild(start, position, last_offsets, positions, max_timestamps, complete)
 
 
 class RecordTable:

@@ -43,6 +43,7 @@ from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 from seglog.indexes import AbortedTxn, LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from seglog.indexes.errors import ClosedError, SeglogError, StorageError
 from seglog.segments.batch import (
+    CONTROL_BIT,
     HEADER,
     HEADER_SIZE,
     INT32_MAX,
@@ -68,6 +69,7 @@ from seglog.segments.batch import (
 )
 from seglog.segments.batch_table import (
     BYTES_PER_BATCH,
+    WALK_MAX_BYTES,
     BatchTable,
     RecordTable,
     TableBudget,
@@ -125,6 +127,7 @@ _RECORD_TABLE_MIN_BYTES: Final = 32 * 1024
 # batches that reach the timestamp but hold no record at or after the starting offset.
 _TIME_LOOKUP_TRIES: Final = 4
 _new_record = partial(tuple.__new__, Record)
+_ATTRIBUTES_LOW: Final = 22  # part of the format: the low byte of a batch's big-endian attributes
 # A time lookup decodes a batch up to this size whole (one C call) and keeps its records for the read
 # that follows; a larger one has only its timestamp column searched (or its record table).
 _DECODED_BATCH_MAX_BYTES: Final = 4096
@@ -474,6 +477,8 @@ class LogSegment:
     validated (complete, CRC-valid batches), and the follower's own index
     entries beyond the writer's checked ones live in memory.
     """
+
+    _walk_max_bytes: int = WALK_MAX_BYTES  # a class attribute: tests make walks short
 
     def __init__(
         self,
@@ -1601,11 +1606,13 @@ class LogSegment:
         if max_entries <= 0:
             return None
         self._table_building = True
-        epoch, log = self._table_epoch, self._log
+        epoch, log, walk_bytes = self._table_epoch, self._log, self._walk_max_bytes
 
         def walk() -> TableBuild | None:
             try:
-                build = log.read(lambda pread: walk_batch_table(pread, start, size, expected, max_entries))
+                build = log.read(
+                    lambda pread: walk_batch_table(pread, start, size, expected, max_entries, walk_bytes)
+                )
             except SeglogError:
                 return None  # the read that wanted it takes the header walk, which reports the problem
             return build if epoch == self._table_epoch else None
@@ -1636,7 +1643,9 @@ class LogSegment:
             return
         table.extend(build)
         self._batch_table = table
-        self._table_tried_size = size if table.end < size else -1
+        # A walk stopped by a failed header or the budget is not tried again at this size; one stopped
+        # by its byte limit goes on at the next read past it.
+        self._table_tried_size = -1 if build.complete else size
 
     def _table_evictor(self, table: BatchTable | RecordTable) -> Callable[[], None]:
         # Drops the segment's reference when the budget evicts `table` (any thread); no reference to
@@ -1796,11 +1805,13 @@ class LogSegment:
                 record = self._from_record_table(records, index, None)
                 if record is not None:
                     return [record]
-            self._record_tables.pop(position, None)
-            self._budget.release(records)
+                # Not cached, or the header is not the one verified: forget the table (the file changed).
+                self._record_tables.pop(position, None)
+                self._budget.release(records)
+                records = None
         if max_bytes > size:
             return None  # more than this batch: read_cached or read() take it
-        if size >= _RECORD_TABLE_MIN_BYTES:
+        if size >= _RECORD_TABLE_MIN_BYTES and records is None:
             checked = self._checked_window(position, size, first, table.last_offsets[slot])
             if checked is None:
                 return None
@@ -1893,6 +1904,11 @@ class LogSegment:
             ):
                 return WOULD_BLOCK
             decoded = first_batch_records(window, first, None)
+            if decoded is None and window[MAGIC_OFFSET] == MAGIC and not window[_ATTRIBUTES_LOW] & CONTROL_BIT:
+                try:  # without the C module: the same checks and decode, in Python
+                    decoded = decode_first_batch(window, start_offset=first)
+                except CorruptRecordError:
+                    return WOULD_BLOCK  # the blocking lookup reads it again and says where
             if decoded is not None:
                 for record in decoded:
                     if record.offset >= starting_offset and record.timestamp >= timestamp:  # type: ignore[operator]

@@ -195,3 +195,49 @@ def test_the_c_time_lookup_of_one_batch_finds_what_the_python_lookup_finds() -> 
         damaged = bytearray(buf)
         damaged[-1] ^= 0x01  # the CRC no longer matches: nothing is returned from these bytes
         assert batch_module.first_batch_record_at_time(damaged, 0, 500) is None
+
+
+def test_a_walk_stops_after_its_byte_limit_and_the_next_goes_on() -> None:
+    batches = [_batch(i * 2, 2, 30) for i in range(20)]
+    data = b"".join(batches)
+    size = len(batches[0])
+    first = walk_batch_table(lambda p, n: data[p : p + n], 0, len(data), 0, 1000, max_bytes=5 * size)
+    assert first.complete and len(first.positions) == 5 and first.end == 5 * size
+    table = BatchTable(0)
+    assert table.extend(first)
+    rest = walk_batch_table(lambda p, n: data[p : p + n], table.end, len(data), table.next_offset, 1000)
+    assert rest.complete and table.extend(rest) and table.end == len(data) and len(table) == 20
+    assert not table.extend(rest)  # it no longer begins at the table's end
+    capped = walk_batch_table(lambda p, n: data[p : p + n], 0, len(data), 0, 3)
+    assert not capped.complete and len(capped.positions) == 3
+
+
+async def test_a_segment_is_tabled_a_part_per_read(
+    make_segment: SegmentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LogSegment, "_walk_max_bytes", 2000)
+    seg = await make_segment(0, index_interval_bytes=4096)
+    await append(seg, [_batch(i, 1, 200) for i in range(40)])
+    _table(seg, 0)
+    table = seg._batch_table
+    assert table is not None and 0 < len(table) < 40
+    assert seg.batch_table_job(0) is None  # offset 0 is tabled already
+    while len(table) < 40:
+        before = len(table)
+        _table(seg, 39)
+        assert len(table) > before
+    assert seg.batch_table_job(39) is None
+
+
+async def test_a_larger_read_of_a_record_table_batch_keeps_its_table(make_segment: SegmentFactory) -> None:
+    seg = await make_segment(0, index_interval_bytes=4096)
+    await append(seg, [_batch(0, 100, 400), _batch(100, 1, 10)])
+    _table(seg)
+    got = seg.read_records_cached(50, 1)
+    if not _page_cache_reads(seg):
+        pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
+    assert got is not None and len(got) == 1 and seg._record_tables
+    records = seg._record_tables[0]
+    more = seg.read_records_cached(50, 2000)
+    assert more is not None and [r.offset for r in more] == [50, 51, 52, 53, 54]
+    assert seg._record_tables.get(0) is records
