@@ -1931,7 +1931,7 @@ class PartitionLog:
         # is the earliest in the whole log, however out of order the timestamps are.
         for segment in self._live_segments():
             found = segment.find_offset_by_timestamp_cached(timestamp, start)  # no await when it can answer
-            if found is WOULD_BLOCK and (job := segment.batch_table_job(start)) is not None:
+            if found is WOULD_BLOCK and (job := segment.batch_table_job(start, whole=True)) is not None:
                 await _table_walk(segment, job)
                 found = segment.find_offset_by_timestamp_cached(timestamp, start)
             if found is WOULD_BLOCK:

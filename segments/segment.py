@@ -1583,12 +1583,13 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------ batch tables
 
-    def batch_table_job(self, offset: int) -> Callable[[], TableBuild | None] | None:
+    def batch_table_job(self, offset: int, *, whole: bool = False) -> Callable[[], TableBuild | None] | None:
         """The blocking walk that tables this segment's batches up to its size, when a read of ``offset`` wants it.
 
         On the event loop: ``None`` when the batch table already places
-        ``offset`` (or the walk tried at this size and covered no more, or
-        another build is under way, or tables are off). Else a function to
+        ``offset`` (with ``whole``: the whole segment, as a time lookup needs)
+        or the walk tried at this size and covered no more, or another build
+        is under way, or tables are off. Else a function to
         run in a thread (it reads only headers, from the table's end on);
         hand its result to :meth:`install_batch_table` on the loop.
         """
@@ -1596,7 +1597,7 @@ class LogSegment:
             return None
         size = self._log.size
         table = self._batch_table
-        if table is not None and (table.end >= size or offset < table.next_offset):
+        if table is not None and (table.end >= size or (offset < table.next_offset and not whole)):
             return None
         if self._table_tried_size == size:
             return None
@@ -1857,14 +1858,15 @@ class LogSegment:
         the caller then makes the blocking lookup, which decides.
         """
         table = self._batch_table
-        if table is None or self._closed or table.end != self._log.size:
+        if table is None or self._closed:
             return WOULD_BLOCK
         slot = table.find(starting_offset)
         count = len(table)
         for _ in range(_TIME_LOOKUP_TRIES):
             slot = table.first_reaching(timestamp, slot)
             if slot >= count:
-                return None  # no batch of the segment reaches the timestamp
+                # No tabled batch reaches the timestamp: none of the segment does, if it is tabled whole.
+                return None if table.end == self._log.size else WOULD_BLOCK
             found = self._time_in_batch(table, slot, timestamp, starting_offset)
             if found is not None:
                 return found

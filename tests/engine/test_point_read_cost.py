@@ -192,3 +192,20 @@ async def test_tables_stay_within_their_budget_and_reads_stay_right(
         tabled = [log._segments.active_segment._batch_table is not None for log in logs]  # type: ignore[union-attr]
         assert tabled.count(True) == 1, tabled  # the least recently read ones were dropped
         assert budget.used_bytes > 0
+
+
+async def test_time_lookups_table_a_segment_larger_than_one_walk(
+    tmp_path: Path, counts: Counts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LogSegment, "_walk_max_bytes", 4096)  # ~20 one-record batches per walk
+    engine, log = await _log(tmp_path, 1, 200, 100)
+    async with engine:
+        for _ in range(30):  # each lookup that the tabled part cannot answer tables the next part
+            found = await log.offset_for_timestamp(BASE_TS + 198)
+            assert found is not None and found.offset == 198
+        if not _page_cache_reads(log):
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
+        counts.reset()
+        found = await log.offset_for_timestamp(BASE_TS + 198)
+        assert found is not None and found.offset == 198
+        assert (counts.blocking_reads, counts.header_walks) == (0, 0), counts

@@ -241,3 +241,24 @@ async def test_a_larger_read_of_a_record_table_batch_keeps_its_table(make_segmen
     more = seg.read_records_cached(50, 2000)
     assert more is not None and [r.offset for r in more] == [50, 51, 52, 53, 54]
     assert seg._record_tables.get(0) is records
+
+
+async def test_a_time_lookup_is_answered_from_a_partial_table_only_when_it_reaches_the_timestamp(
+    make_segment: SegmentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LogSegment, "_walk_max_bytes", 2000)
+    seg = await make_segment(0, index_interval_bytes=4096)
+    await append(seg, [_batch(i, 1, 200) for i in range(40)])
+    _table(seg, 0)
+    table = seg._batch_table
+    assert table is not None and 0 < len(table) < 40
+    if not _page_cache_reads(seg):
+        pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
+    assert seg.find_offset_by_timestamp_cached(BASE_TS + 2, 0) == seg.find_offset_by_timestamp(BASE_TS + 2, 0)
+    assert seg.find_offset_by_timestamp_cached(BASE_TS + 39, 0) is WOULD_BLOCK  # maybe in the untabled rest
+    assert seg.batch_table_job(0) is None  # a read of offset 0 is served ...
+    while (job := seg.batch_table_job(0, whole=True)) is not None:  # ... a time lookup tables the rest
+        seg.install_batch_table(job())
+    assert len(table) == 40
+    assert seg.find_offset_by_timestamp_cached(BASE_TS + 39, 0) == seg.find_offset_by_timestamp(BASE_TS + 39, 0)
+    assert seg.find_offset_by_timestamp_cached(BASE_TS + 40, 0) is None
