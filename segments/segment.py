@@ -1791,9 +1791,11 @@ class LogSegment:
             return None
         index = start_offset - first
         verified = self._verified
-        if verified is not None and verified[0] == position and verified[1] == size:
+        if verified is not None and verified[0] == position and verified[1] == size and max_bytes <= size:
             # The batch a time lookup has just read (the read that usually follows it): all of its
-            # records (a small batch), or the one it found.
+            # records (a small batch), or the one it found. Taken once: a segment holds no record
+            # (of any size) beyond the read it was kept for.
+            self._verified = None
             held, whole = verified[2], verified[3]
             if whole:
                 return _records_from(held, start_offset, max_bytes if max_bytes < size else None)

@@ -209,3 +209,15 @@ async def test_time_lookups_table_a_segment_larger_than_one_walk(
         found = await log.offset_for_timestamp(BASE_TS + 198)
         assert found is not None and found.offset == 198
         assert (counts.blocking_reads, counts.header_walks) == (0, 0), counts
+
+
+async def test_a_read_after_a_time_lookup_returns_what_it_would_without_it(tmp_path: Path) -> None:
+    engine, log = await _log(tmp_path, 10, 20, 100)
+    async with engine:
+        await log.read(0, 1)
+        plain = {(offset, size): await log.read(offset, size) for offset in (3, 57, 150) for size in (1, 300, 1 << 20)}
+        for (offset, size), expected in plain.items():
+            found = await log.offset_for_timestamp(BASE_TS + offset)
+            assert found is not None and found.offset == offset
+            got = await log.read(offset, size)
+            assert got.records == expected.records and got.next_offset == expected.next_offset, (offset, size)
