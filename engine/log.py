@@ -82,6 +82,7 @@ from seglog.engine.validate import INT64_MAX, validate_int64, validate_offset, v
 from seglog.indexes import AbortedTxn, TimestampOffset
 from seglog.segments.batch import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
@@ -101,6 +102,7 @@ from seglog.segments.batch import (
 from seglog.segments.batch_table import TableBuild
 from seglog.segments.fileio import (
     WOULD_BLOCK,
+    LOOP_WRITE_MAX_BYTES,
     LateBuffer,
     WouldBlock,
     atomic_write,
@@ -153,6 +155,8 @@ TAIL_CACHE_BYTES: Final = 16 * 1024
 
 _new_append_result = partial(tuple.__new__, AppendResult)  # skips NamedTuple.__new__'s Python frame
 _new_fetch_result = partial(tuple.__new__, FetchResult)  # the same, on every read
+_new_roll_params = partial(tuple.__new__, RollParams)  # the same, on every append
+_new_batch_header = partial(tuple.__new__, BatchHeader)  # the same
 
 
 def _now_ms() -> int:
@@ -497,6 +501,7 @@ class PartitionLog:
         self._lock = asyncio.Lock()
         self._pending: list[_PendingAppend | _SmallAppend] = []
         self._writer: asyncio.Task[None] | None = None
+        self._write_soon: asyncio.Handle | None = None  # _write_next, scheduled by the first append queued
         self._data_waiters: list[asyncio.Future[None]] = []
         # (first offset, end offset, bytes) of the last small write: tailing reads decode it directly.
         self._tail: tuple[int, int, bytes, bool] | None = None  # ..., and whether it is one batch
@@ -706,7 +711,8 @@ class PartitionLog:
             StorageError: the disk failed; the log is as it was before the call.
             ClosedError: the log or engine was closed.
         """
-        self._check_writable()
+        if self._closed or self._closing or self._read_only:
+            self._check_writable()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
         if transactional is not False:
@@ -737,6 +743,9 @@ class PartitionLog:
             if estimate is not None:
                 # Encoded by the writer, in one batch with the small appends waiting beside it.
                 self._pending.append(_SmallAppend(records.copy(), estimate, future))
+                if self._writer is None and self._write_soon is None:  # _start_writer, inline: every append
+                    self._write_soon = loop.call_soon(self._write_next)
+                return await future
             else:
                 head, body, header = self._encode(records)
                 self._pending.append(_PendingAppend(head, body, header, header.size, future))
@@ -765,7 +774,7 @@ class PartitionLog:
         if not records:
             raise InvalidRecordError("append of an empty batch: pass at least one Record")
         if now_ms is None:
-            now_ms = _now_ms()
+            now_ms = time.time_ns() // 1_000_000  # _now_ms, inline: every append
         body: bytes | LateBody
         if len(records) >= LATE_BODY_RECORDS and (
             planned := plan_batch_parts(
@@ -788,7 +797,10 @@ class PartitionLog:
             except (TypeError, ValueError) as exc:
                 raise InvalidRecordError(f"{self.topic}-{self.partition}: {exc}") from exc
         header = read_header(head)
-        self._check_size(header.size)
+        size = LOG_OVERHEAD + header.batch_length
+        config = self.config
+        if size > config.max_message_bytes or size > config.segment_bytes:
+            self._check_size(size)
         return head, body, header
 
     def _check_size(self, size: int) -> None:
@@ -923,9 +935,118 @@ class PartitionLog:
         return await future
 
     def _start_writer(self, loop: asyncio.AbstractEventLoop) -> None:
-        # The partition's one writer task takes every pending append (and marker), in order; started by the first.
-        if self._writer is None:
-            self._writer = loop.create_task(self._write_pending(), name=f"seglog-writer-{self.topic}-{self.partition}")
+        # The first append queued while no writer runs schedules _write_next for the next loop turn: the
+        # appends queued meanwhile (concurrent callers) are taken with it, into one batch.
+        if self._writer is None and self._write_soon is None:
+            self._write_soon = loop.call_soon(self._write_next)
+
+    def _write_next(self) -> None:
+        """Take the appends queued and write them: on the loop when it can (``_write_on_loop``), else by the writer task.
+
+        A plain callback, one loop turn after the first append was queued.
+        The writer task (``_write_pending``, one thread hop per group) takes
+        the group when the loop cannot write it, and whatever is queued while
+        it writes; it ends when nothing is left.
+        """
+        self._write_soon = None
+        pending = self._pending
+        if self._writer is not None or not pending:
+            return
+        try:
+            if len(pending) == 1 and pending[0].__class__ is _SmallAppend:
+                # One caller (the serial producer): _take_group's merging has nothing to merge.
+                small = pending.pop()
+                assert isinstance(small, _SmallAppend)
+                if small.future.cancelled():
+                    return
+                try:
+                    head, body, header = self._encode(small.records)
+                except (InvalidRecordError, RecordTooLargeError) as exc:
+                    small.future.set_exception(exc)
+                    return
+                group = [_PendingAppend(head, body, header, LOG_OVERHEAD + header.batch_length, small.future)]
+            else:
+                group = self._take_group()
+        except Exception as exc:  # a bug in encoding: the queued callers get it, the loop goes on
+            self._fail_pending(exc)
+            return
+        if group and self._write_on_loop(group):
+            if not self._pending:
+                return
+            group = []  # the rest of a queue longer than one group: the writer task takes it
+        if group or self._pending:
+            self._writer = asyncio.get_running_loop().create_task(
+                self._write_pending(group or None), name=f"seglog-writer-{self.topic}-{self.partition}"
+            )
+
+    def _write_on_loop(self, group: list[_PendingAppend]) -> bool:
+        """Write ``group`` here on the event loop and answer its callers; ``False`` (nothing done) if it cannot.
+
+        Only the commonest write qualifies: no roll, no fsync (``flush.messages``
+        not reached), no producer's batch (their admission may load the
+        producer state), the lock free (no roll, flush, retention or close in
+        progress), the files open, and a write the segment and the file layer
+        take onto the loop (``segment_append_nowait``: small, into the page
+        cache, nothing to load or allocate). Everything else makes the writer
+        task's one hop. Whatever the write raises goes to the callers.
+        """
+        if self._lock.locked() or self._closed or self._unopened is not None or not self._active_indexes_ready:
+            return False
+        records = size = offsets = 0
+        max_timestamp = group[0].header.max_timestamp
+        for item in group:
+            header = item.header
+            if header.producer_id != NO_PRODUCER_ID or item.body.__class__ is LateBody:
+                return False
+            records += header.record_count
+            offsets += header.last_offset_delta + 1
+            size += item.size
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+        config = self.config
+        if size > LOOP_WRITE_MAX_BYTES or self._unflushed_messages + records >= config.flush_messages:
+            return False
+        active = self._segments.last_segment  # the active segment
+        assert active is not None  # a partition always has a segment
+        next_offset = self._log_end_offset
+        if active.should_roll(
+            _new_roll_params(
+                (
+                    config.segment_ms, config.segment_bytes, max_timestamp, next_offset + offsets - 1, size,
+                    time.time_ns() // 1_000_000,
+                )
+            )
+        ):
+            return False
+        parts: list[bytes | bytearray | memoryview] = []
+        headers: list[BatchHeader] = []
+        for item in group:
+            head = item.head
+            rebase_batch(head, next_offset)
+            item.base_offset = next_offset
+            next_offset += item.header.last_offset_delta + 1
+            parts.append(head)
+            parts.append(item.body)  # type: ignore[arg-type]  # not a LateBody: checked above
+            headers.append(_new_batch_header((item.base_offset, *item.header[1:])))  # as written: rebased
+        try:
+            position = active.append_nowait(parts, headers)
+        except Exception as exc:
+            for item in group:
+                for future in item.futures():
+                    if not future.done():
+                        future.set_exception(exc)
+            return True
+        if position is WOULD_BLOCK:
+            return False
+        self._publish(group, records, False)
+        return True
+
+    def _fail_pending(self, exc: BaseException) -> None:
+        for waiting in self._pending:
+            for future in waiting.futures() if isinstance(waiting, _PendingAppend) else (waiting.future,):
+                if not future.done():
+                    future.set_exception(exc)
+        self._pending.clear()
 
     async def write_txn_marker(
         self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0
@@ -982,10 +1103,12 @@ class PartitionLog:
         self._start_writer(loop)
         return (await future).first_offset
 
-    async def _write_pending(self) -> None:
+    async def _write_pending(self, first: list[_PendingAppend] | None = None) -> None:
+        # The writer task: `first` (taken by _write_next), then every group queued meanwhile, one hop each.
         try:
-            while self._pending:
-                group = self._take_group()
+            while first or self._pending:
+                group = first or self._take_group()
+                first = None
                 if not group:
                     continue
                 try:
@@ -1474,17 +1597,32 @@ class PartitionLog:
         self._log_end_offset = last.base_offset + last.header.last_offset_delta + 1
         # Keep the last small write in memory for tailing readers (see read()); a large group is not
         # worth holding (and readers of bulk data read the page cache at memory speed anyway).
-        size = sum(item.size for item in chunk)
-        self._tail = (
-            (
-                chunk[0].base_offset,
-                self._log_end_offset,
-                b"".join(p for item in chunk for p in (item.head, _written(item.body))),
-                len(chunk) == 1,
+        if len(chunk) == 1:
+            body = last.body
+            self._tail = (
+                (
+                    last.base_offset,
+                    self._log_end_offset,
+                    b"".join((last.head, body if body.__class__ is bytes else _written(body))),
+                    True,
+                )
+                if last.size <= TAIL_CACHE_BYTES
+                else None
             )
-            if size <= TAIL_CACHE_BYTES
-            else None
-        )
+        else:
+            size = 0
+            for item in chunk:
+                size += item.size
+            self._tail = (
+                (
+                    chunk[0].base_offset,
+                    self._log_end_offset,
+                    b"".join([p for item in chunk for p in (item.head, _written(item.body))]),
+                    False,
+                )
+                if size <= TAIL_CACHE_BYTES
+                else None
+            )
         if fsync:
             self._unflushed_messages = 0
             self._recovery_point = self._log_end_offset
@@ -1494,7 +1632,8 @@ class PartitionLog:
         # Readers first: their tasks then run before the producers' (callbacks run in the order
         # they were scheduled), so a subscriber gets the records sooner; a producer loses
         # nothing, its write is done and its result already fixed.
-        self._wake_readers()
+        if self._data_waiters:
+            self._wake_readers()
         log_append_time = self._timestamp_type is TimestampType.LOG_APPEND_TIME
         start = self._log_start_offset
         producers = self._producers
@@ -2216,6 +2355,9 @@ class PartitionLog:
 
     async def _close(self, flush: bool) -> None:
         self._closing = True  # appends from now on are refused
+        if self._write_soon is not None:  # appends queued before the close are written first
+            self._write_soon.cancel()
+            self._write_next()
         writer = self._writer
         if writer is not None:
             # asyncio.wait, not gather: a cancelled close must not cancel the writer mid-write.

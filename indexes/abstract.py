@@ -610,7 +610,7 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
     @property
     def is_full(self) -> bool:
         """Whether no slot is free for an append."""
-        return self._entries >= self.max_entries
+        return self._entries >= self._length // self.entry_size
 
     def entry(self, n: int) -> EntryT:
         """The entry in slot ``n``.
@@ -845,6 +845,19 @@ class AbstractIndex(IndexFile, ABC, Generic[EntryT]):
             end = (self._entries + slots) * self.entry_size
             if end > self._prepared:
                 self._reserve(end, ahead=True)
+
+    def reserved(self, slots: int) -> bool:
+        """Whether the next ``slots`` entries need no :meth:`reserve`: mapped, their space allocated; no I/O.
+
+        For an append made on the event loop, which skips :meth:`reserve`
+        when this holds and makes its thread hop otherwise.
+        """
+        return (
+            not self._released
+            and not self._closed
+            and self._writable
+            and (self._entries + slots) * self.entry_size <= self._prepared
+        )
 
     def prepare_ahead(self) -> None:
         """Best-effort :meth:`reserve` of the slots just after the last entry, unless done already; blocking.

@@ -37,8 +37,10 @@ class FileOps:
     overrides a method to raise ``OSError(errno.ENOSPC, ...)``, write only part
     of the data, or keep writes in a buffer until ``fdatasync``. Methods are
     called from executor threads (and ``preadv_nowait`` from the event loop, as
-    are an index's allocation calls in the rare case an entry meets a slot
-    nobody reserved), so an implementation must be thread-safe.
+    are the ``pwritev`` of small appends without ``fdatasync`` while
+    :attr:`loop_writes` says so, and an index's allocation calls in the rare
+    case an entry meets a slot nobody reserved), so an implementation must be
+    thread-safe.
     """
 
     def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
@@ -171,6 +173,16 @@ class FileOps:
     def page_cache_reads(self) -> bool:
         """Whether ``preadv_nowait`` may be used (Linux with ``RWF_NOWAIT``)."""
         return RWF_NOWAIT is not None
+
+    @property
+    def loop_writes(self) -> bool:
+        """Whether a small append without ``fdatasync`` may call ``pwritev`` on the event loop.
+
+        True for the system's calls (a page-cache write); an implementation
+        whose ``pwritev`` may wait at will (a test's gate) says False, and every
+        append then makes its thread hop.
+        """
+        return True
 
 
 class _Defaults:

@@ -79,7 +79,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     @property
     def is_full(self) -> bool:
         """Whether only the reserved last slot (or none) is free."""
-        return self._entries >= self.max_entries - 1
+        return self._entries >= self._length // self.entry_size - 1
 
     @property
     def last_entry(self) -> TimestampOffset:

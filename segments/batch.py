@@ -189,7 +189,7 @@ class BatchHeader(NamedTuple):
 # base_offset, batch_length, (partition_leader_epoch, magic, crc, attributes skipped), last_offset_delta:
 # where a batch's offsets are, read without building a BatchHeader (FORMAT.md §2.1).
 _LOCATE: Final = struct.Struct(">qi11xi")
-_make_header = BatchHeader._make
+_make_header = partial(tuple.__new__, BatchHeader)  # BatchHeader._make without its Python frame (every header)
 _unpack_header = HEADER.unpack_from
 _PREFIX = struct.Struct(">qiibI")  # base_offset .. crc: the 21 bytes before the CRC'd range
 _CRC_RANGE_HEADER = struct.Struct(">hiqqqhii")  # attributes .. record_count: the 40 CRC'd header bytes
@@ -290,7 +290,10 @@ def encode_batch_parts(
         attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count
     )
     crc = google_crc32c.extend(google_crc32c.value(crc_header), body)
-    return _batch_head(base_offset, len(body), crc, crc_header), body
+    # _batch_head, inline: every append
+    head = bytearray(_PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + len(body), NO_PARTITION_LEADER_EPOCH, MAGIC, crc))
+    head += crc_header
+    return head, body
 
 
 def _batch_head(base_offset: int, body_size: int, crc: int, crc_header: bytes) -> bytearray:

@@ -476,6 +476,11 @@ class GatedOps(FileOps):
         self._gates: list[Gate] = []
         self._paths: dict[int, str] = {}
 
+    @property
+    def loop_writes(self) -> bool:
+        """False: a gated ``pwritev`` waits for its test, which must not stop the event loop."""
+        return False
+
     def gate(
         self,
         op: str,

@@ -42,6 +42,7 @@ import enum
 import errno
 import os
 import threading
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -58,6 +59,7 @@ from seglog.indexes.handles import open_file_budget
 __all__ = [
     "Buffer",
     "FileOps",
+    "LOOP_WRITE_MAX_BYTES",
     "LateBuffer",
     "PRead",
     "TMP_SUFFIX",
@@ -251,6 +253,37 @@ def submit(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> asyn
     return future
 
 
+# Appends the event loop writes itself (SegmentFile.write_nowait): at most this many bytes, without
+# fdatasync. A buffered write of that size copies into the page cache in less time than a thread hop
+# takes (docs/PERFORMANCE.md, "Lean single appends"); a larger one costs the loop more than the hop.
+LOOP_WRITE_MAX_BYTES: Final = 128 * 1024
+# A small unsynced write that took longer than this waited for something (dirty-page throttling, the
+# journal, reclaim) or was descheduled: loop writes then pause for LOOP_WRITE_PAUSE_SECONDS, and every
+# slow one seen meanwhile, in the append threads too, pushes the pause further (docs/ARCHITECTURE.md,
+# "Where threads run").
+SLOW_WRITE_SECONDS: Final = 0.005
+LOOP_WRITE_PAUSE_SECONDS: Final = 1.0
+
+
+class _LoopWrites:
+    """The process's switch of loop writes (the disk and its page cache are shared by every file)."""
+
+    __slots__ = ("pause_s", "paused_until", "slow_s")
+
+    def __init__(self) -> None:
+        self.slow_s = SLOW_WRITE_SECONDS
+        self.pause_s = LOOP_WRITE_PAUSE_SECONDS
+        self.paused_until = 0.0  # time.monotonic() before which small appends take their hop
+
+    def note(self, seconds: float, now: float) -> None:
+        """A small unsynced write took ``seconds``, ending at ``now``: pause loop writes if it was slow."""
+        if seconds > self.slow_s:
+            self.paused_until = now + self.pause_s
+
+
+_LOOP_WRITES: Final = _LoopWrites()
+
+
 def _storage_error(what: str, path: Path | str, exc: OSError) -> StorageError:
     name = errno.errorcode.get(exc.errno or 0, f"errno {exc.errno}")
     advice = "; free disk space and retry" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
@@ -326,6 +359,7 @@ class SegmentFile:
         self._ops = ops
         self._writable = writable
         self._page_cache_reads = ops.page_cache_reads
+        self._loop_writes = ops.loop_writes
         self._closed = False
         self._released = False  # the descriptor was closed (once)
         self._busy = 0  # guarded calls running (see _guarded)
@@ -641,6 +675,67 @@ class SegmentFile:
             self._guarded(self._write, buffers, position, fsync, before, then)
         return position + total
 
+    def write_nowait(self, buffers: Sequence[Buffer], position: int) -> int | WouldBlock:
+        """:meth:`write` without ``fdatasync``, made here on the event loop, or :data:`WOULD_BLOCK` (nothing done).
+
+        The loop writes ``buffers`` itself only when the write is small
+        (:data:`LOOP_WRITE_MAX_BYTES`), the descriptor is open (a reopen is a
+        path lookup: it may wait for the disk), every buffer is plain bytes (a
+        late buffer is made in the append's thread), the ``FileOps`` allow it
+        (``loop_writes``), and no small write was slow lately (see
+        ``SLOW_WRITE_SECONDS``). Such a write copies into the page cache; the
+        durability an acknowledgement promises is the same as the threads'
+        write without sync (docs/ARCHITECTURE.md, "Where threads run").
+        Otherwise the caller makes its hop and calls :meth:`write`.
+
+        Raises:
+            As :meth:`write` (a failed write is cut back, here on the loop: the error path).
+        """
+        if self._closed or not self._writable:
+            self._check_writable()
+        if position != self._size:
+            raise ValueError(f"{self._name}: a write at {position} is not at the logical end {self._size}")
+        total = sum(map(len, buffers))
+        if (
+            total > LOOP_WRITE_MAX_BYTES
+            or not self._loop_writes
+            or not _PLAIN_BUFFERS.issuperset(map(type, buffers))
+            or time.monotonic() < _LOOP_WRITES.paused_until
+        ):
+            return WOULD_BLOCK
+        # As _guarded, inline (one call fewer on every append): close() waits for this call, and the
+        # open-file budget cannot close the descriptor while it runs.
+        lock = self._busy_lock
+        with lock:
+            if self._closed:
+                raise ClosedError(f"{self._name}: file is closed")
+            fd = self._fd
+            if fd is None:  # given back to the open-file budget: reopening is a path lookup, for a thread
+                return WOULD_BLOCK
+            self._busy += 1
+        self.handle_used = True
+        try:
+            self._dirty = True
+            start = time.monotonic()
+            try:
+                written = self._ops.pwritev(fd, buffers, position)
+                if written != total:  # short (a signal): the rest as the threads' writes do it
+                    if written <= 0:
+                        raise OSError(errno.EIO, "pwritev wrote nothing")
+                    _pwritev_all(self._ops, fd, [b"".join(buffers)[written:]], position + written)
+            except OSError as exc:
+                self._cut_back(position)
+                raise _storage_error("write", self._path, exc) from exc
+            end = time.monotonic()
+            if end - start > _LOOP_WRITES.slow_s:
+                _LOOP_WRITES.note(end - start, end)
+        finally:
+            with lock:
+                self._busy -= 1
+                if self._busy == 0 and self._idle is not None:
+                    self._idle.notify_all()
+        return position + total
+
     def advance(self, end: int) -> None:
         """Publish a completed :meth:`write`: the logical size becomes ``end``; no I/O (on the event loop)."""
         self._size = end
@@ -661,28 +756,36 @@ class SegmentFile:
         try:
             fd = self._descriptor()
             self._dirty = True
-            _pwritev_all(self._ops, fd, data, position)
+            start = time.monotonic()
+            written = _pwritev_all(self._ops, fd, data, position)
             if sync:
                 step = "fdatasync"
                 self._ops.fdatasync(fd)
+            elif written <= LOOP_WRITE_MAX_BYTES:
+                # A write the loop could have made: while such writes are slow here, the loop makes none.
+                end = time.monotonic()
+                _LOOP_WRITES.note(end - start, end)
         except OSError as exc:
-            # Cut off whatever part of the write reached the file, so the file ends where it did. A
-            # failed fdatasync also lands here: after it the kernel may have dropped the dirty pages
+            # A failed fdatasync also lands here: after it the kernel may have dropped the dirty pages
             # ("fsyncgate"), so the write is treated as not done rather than as maybe-durable.
-            # Cut back to `position` itself: with preallocation the file is longer than the data, and
-            # cutting to that length would leave the failed batch on disk right after the logical
-            # end, where a retry's shorter or equal write does not reach and recovery would find it.
-            with contextlib.suppress(OSError, StorageError):
-                fd = self._descriptor()
-                self._ops.ftruncate(fd, position)
-                if self._file_length > position:
-                    self._ops.fallocate(fd, position, self._file_length - position)  # zeros again
+            self._cut_back(position)
             raise _storage_error(step, self._path, exc) from exc
         if then is not None:
             # Best effort, and the bytes are written: nothing raised here may turn this write into
             # a failure (its bytes would stay in the file, unaccounted for).
             with contextlib.suppress(BaseException):
                 then()
+
+    def _cut_back(self, position: int) -> None:
+        # Cut off whatever part of a failed write reached the file, so the file ends where it did.
+        # Cut back to `position` itself: with preallocation the file is longer than the data, and
+        # cutting to that length would leave the failed batch on disk right after the logical
+        # end, where a retry's shorter or equal write does not reach and recovery would find it.
+        with contextlib.suppress(OSError, StorageError):
+            fd = self._descriptor()
+            self._ops.ftruncate(fd, position)
+            if self._file_length > position:
+                self._ops.fallocate(fd, position, self._file_length - position)  # zeros again
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes (at most the current size); blocking.

@@ -421,6 +421,9 @@ class Appended(NamedTuple):
     since: int  # bytes appended since the last index entry
 
 
+_new_appended = partial(tuple.__new__, Appended)  # skips NamedTuple.__new__'s Python frame (every append)
+
+
 def batch_headers(batches: Sequence[bytes | bytearray | memoryview]) -> list[BatchHeader]:
     """The checked header of each buffer of ``batches``, each exactly one encoded batch (``encode_batch``).
 
@@ -1119,8 +1122,9 @@ class LogSegment:
         return ts if ts is not None else self._log.mtime_ms()
 
     def _index_is_full(self, lazy: LazyIndex[OffsetIndex] | LazyIndex[TimeIndex], existed: bool) -> bool:
-        if lazy.is_loaded:
-            return lazy.get().is_full
+        index = lazy.peek()
+        if index is not None:
+            return index.is_full
         # Not loaded: a new file would be created empty; an existing one is taken as full of valid
         # entries until resize_indexes() grows it again (Kafka's AbstractIndex rule).
         return existed
@@ -1177,30 +1181,33 @@ class LogSegment:
                 segment's last offset).
             ClosedError: the segment is closed or read-only.
         """
-        self._check_writable()
+        if self._closed or not self._writable:
+            self._check_writable()
         total = 0
+        expected = self._next_offset
+        base_offset = self._base_offset
         for header in headers:
-            problem = header_problem(header, header.size)
+            size = LOG_OVERHEAD + header.batch_length
+            problem = header_problem(header, size)
             if problem is not None:
                 raise ValueError(f"{self._log.path}: not a valid batch header: {problem}")
-            total += header.size
-        if sum(len(p) for p in parts) != total:
-            raise ValueError(f"{self._log.path}: the parts do not add up to the {total} bytes of the batches")
-        expected = self._next_offset
-        for header in headers:
-            if expected is not None and header.base_offset < expected:
+            total += size
+            first = header.base_offset
+            if expected is not None and first < expected:
                 raise ValueError(
-                    f"{self._log.path}: a batch starting at offset {header.base_offset} cannot follow offset "
+                    f"{self._log.path}: a batch starting at offset {first} cannot follow offset "
                     f"{expected - 1}; offsets must increase"
                 )
-            expected = header.next_offset
-            relative_last = header.last_offset - self._base_offset
-            if header.base_offset < self._base_offset or relative_last > INT32_MAX:
+            last = first + header.last_offset_delta
+            expected = last + 1
+            if first < base_offset or last - base_offset > INT32_MAX:
                 raise SegmentOffsetOverflowError(
-                    f"{self._log.path}: batch with offsets {header.base_offset}..{header.last_offset} cannot be "
-                    f"stored relative to base offset {self._base_offset} (allowed: up to "
-                    f"{self._base_offset + INT32_MAX}); roll a new segment first"
+                    f"{self._log.path}: batch with offsets {first}..{last} cannot be "
+                    f"stored relative to base offset {base_offset} (allowed: up to "
+                    f"{base_offset + INT32_MAX}); roll a new segment first"
                 )
+        if sum(map(len, parts)) != total:
+            raise ValueError(f"{self._log.path}: the parts do not add up to the {total} bytes of the batches")
 
     def write_append(
         self,
@@ -1230,21 +1237,7 @@ class LogSegment:
         self._check_writable()
         if self._max_timestamp_so_far is None:
             self._indexes()  # the largest timestamp so far lives in the time index
-        assert self._max_timestamp_so_far is not None
-        # Plan the index entries before writing: the positions are known, the index rule needs only sizes.
-        position = self._log.size
-        since = self._bytes_since_last_index_entry
-        max_ts, max_ts_offset = self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
-        entries: list[tuple[int, int, int, int]] = []
-        batch_position = position
-        for header in headers:
-            if header.max_timestamp > max_ts:
-                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-            if since > self._index_interval_bytes:
-                entries.append((header.last_offset, batch_position, max_ts, max_ts_offset))
-                since = 0
-            since += header.size
-            batch_position += header.size
+        position, batch_position, entries, max_ts, max_ts_offset, since = self._plan_append(headers)
         indexes = self._indexes() if entries else None
         # The index space this append's entries need (and the time index's roll/close entry) is
         # allocated before the .log is written: a full disk fails the append with nothing written, and
@@ -1258,6 +1251,71 @@ class LogSegment:
         if end != batch_position:
             raise RuntimeError(f"{self._log.path}: the parts do not add up to the batches; call check_append first")
         return Appended(position, end, headers[0], headers[-1], indexes, entries, max_ts, max_ts_offset, since)
+
+    def append_nowait(
+        self, parts: Sequence[bytes | bytearray | memoryview], headers: Sequence[BatchHeader]
+    ) -> int | WouldBlock:
+        """:meth:`check_append`, :meth:`write_append` without fsync and :meth:`publish_append`, all here on the loop.
+
+        Or :data:`WOULD_BLOCK` with nothing written, when the append needs
+        more than its ``pwritev`` or the file layer keeps that off the loop
+        (:meth:`SegmentFile.write_nowait`: only a small write, and none while
+        writes are slow): the largest timestamp so far must be known, and the
+        index entries due (planned here, as :meth:`write_append` does) must go
+        to indexes already loaded whose slots are already allocated (loop
+        writes never allocate, so the mapped entry writes never fault on a
+        hole). Then the caller makes its hop and calls :meth:`write_append`.
+        Returns the position of the first batch.
+
+        Raises:
+            As :meth:`check_append` and :meth:`write_append`.
+        """
+        self.check_append(parts, headers)
+        if self._max_timestamp_so_far is None:
+            return WOULD_BLOCK  # the time index must be loaded first
+        position, batch_position, entries, max_ts, max_ts_offset, since = self._plan_append(headers)
+        indexes = None
+        if entries:
+            indexes = self._loaded_indexes()
+            if indexes is None:
+                return WOULD_BLOCK
+        offset_index, time_index = self._offset_index.peek(), self._time_index.peek()
+        if (offset_index is not None and entries and not offset_index.reserved(len(entries))) or (
+            time_index is not None and not time_index.reserved(len(entries) + 1)
+        ):
+            return WOULD_BLOCK
+        end = self._log.write_nowait(parts, position)
+        if end is WOULD_BLOCK:
+            return WOULD_BLOCK
+        if end != batch_position:
+            raise RuntimeError(f"{self._log.path}: the parts do not add up to the batches; call check_append first")
+        return self.publish_append(
+            _new_appended((position, end, headers[0], headers[-1], indexes, entries, max_ts, max_ts_offset, since))
+        )
+
+    def _plan_append(
+        self, headers: Sequence[BatchHeader]
+    ) -> tuple[int, int, list[tuple[int, int, int, int]], int, int, int]:
+        # The index entries of an append, planned before writing: the positions are known, the index rule
+        # needs only sizes. (position, end, entries, max ts, its offset, bytes since the last entry.)
+        assert self._max_timestamp_so_far is not None
+        position = self._log.size
+        since = self._bytes_since_last_index_entry
+        max_ts, max_ts_offset = self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+        entries: list[tuple[int, int, int, int]] = []
+        batch_position = position
+        interval = self._index_interval_bytes
+        for header in headers:
+            last_offset = header.base_offset + header.last_offset_delta
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, last_offset
+            if since > interval:
+                entries.append((last_offset, batch_position, max_ts, max_ts_offset))
+                since = 0
+            size = LOG_OVERHEAD + header.batch_length
+            since += size
+            batch_position += size
+        return position, batch_position, entries, max_ts, max_ts_offset, since
 
     def publish_append(self, appended: Appended) -> int:
         """Make a completed :meth:`write_append` visible: the size first, then the bookkeeping; no I/O.
@@ -1276,7 +1334,7 @@ class LogSegment:
             self._add_index_entries(appended.indexes, appended.entries)
         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = appended.max_ts, appended.max_ts_offset
         self._bytes_since_last_index_entry = appended.since
-        self._next_offset = last.next_offset
+        self._next_offset = last.base_offset + last.last_offset_delta + 1
         self._tail = (position, first.base_offset)
         if self._batch_table is not None:
             if first is last:
@@ -2331,17 +2389,25 @@ class LogSegment:
         to the base offset. An empty segment never rolls for time.
         """
         size = self._log.size
-        return (
-            size > params.max_segment_bytes - params.messages_size
-            or (
-                size > 0
-                and self.time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
-                > params.max_segment_ms - self._roll_jitter_ms
+        if size > 0:  # time_waited_for_roll, inline: every append asks
+            first = self._rolling_based_timestamp
+            waited = (
+                params.max_timestamp_in_messages - first
+                if first is not None and first >= 0
+                else params.now_ms - self._created_ms
             )
-            or self._index_is_full(self._offset_index, self._index_files_existed[0])
-            or self._index_is_full(self._time_index, self._index_files_existed[1])
-            or not 0 <= params.max_offset_in_messages - self._base_offset <= INT32_MAX
-        )
+            if waited > params.max_segment_ms - self._roll_jitter_ms:
+                return True
+        if size > params.max_segment_bytes - params.messages_size:
+            return True
+        offset_index, time_index = self._offset_index.peek(), self._time_index.peek()
+        # A loaded index says; one not loaded would be created empty, or (an existing file) is taken as
+        # full of valid entries until resize_indexes() grows it again (Kafka's AbstractIndex rule).
+        if offset_index.is_full if offset_index is not None else self._index_files_existed[0]:
+            return True
+        if time_index.is_full if time_index is not None else self._index_files_existed[1]:
+            return True
+        return not 0 <= params.max_offset_in_messages - self._base_offset <= INT32_MAX
 
     def on_become_inactive(self) -> None:
         """At roll: write the final time-index entry, trim both indexes and a preallocated ``.log``; blocking.

@@ -1,0 +1,123 @@
+"""Produce with one append awaited per call, every shape, beside sqlite3: the ratios of issue 22's point 4.
+
+    .venv/bin/python bench/append_shapes.py                 # 7 rounds, the matrix's sizes
+    .venv/bin/python bench/append_shapes.py --rounds 3 --appends 300
+    .venv/bin/python bench/append_shapes.py --quick         # smoke run, seconds
+
+For 1, 10, 100 and 1000 records per append x 100-B and 1 KiB values (16-B keys), the same
+records as ``seglog bench --only shapes`` (``tools.bench.data.Dataset``), each round writes:
+
+    seglog      ``await log.append(batch)`` per batch into a fresh one-partition engine (uvloop,
+                ``flush.messages`` default: no fsync), open and close untimed
+    concurrent  the same batches from 100 tasks at once (the batches they share: for information)
+    sqlite      ``BEGIN; executemany; COMMIT`` per batch, WAL, ``synchronous=NORMAL``, fresh file
+
+seglog and sqlite alternate shape by shape in one process (their order flips each round), after one
+discarded warm-up round; each ratio printed is the median of the per-round ratios (seglog records/s
+divided by sqlite records/s), so both sides of a ratio were measured seconds apart. The machine is
+shared: quote ratios, not rates. Plain script, never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import tempfile
+from pathlib import Path
+
+from seglog.engine import run
+from seglog.tools.bench import workloads
+from seglog.tools.bench import references as ref
+from seglog.tools.bench.data import Dataset, remove
+from seglog.tools.bench.shapes import CONCURRENT_CALLERS, CONFIG, SHAPES, Shape, produce_concurrent
+
+TARGETS = {1: 1.0, 10: 2.0, 100: 5.0, 1000: 5.0}
+
+
+def shape_records(shape: Shape, appends: int, max_bytes: int) -> int:
+    # As tools.bench.shapes.produce_records: whole appends, bounded by appends and by bytes.
+    return shape.records * max(1, min(appends, max_bytes // shape.value_bytes // shape.records))
+
+
+async def one_round(
+    directory: Path, datasets: dict[int, Dataset], appends: int, max_bytes: int, flip: bool
+) -> dict[str, dict[str, float]]:
+    """records/s of each variant per shape key."""
+    out: dict[str, dict[str, float]] = {}
+    for shape in SHAPES:
+        count = shape_records(shape, appends, max_bytes)
+        dataset = datasets[shape.value_bytes]
+        batches = dataset.batches(shape.records, count)
+        rows = dataset.row_batches(shape.records, count)
+        rates: dict[str, float] = {}
+
+        async def seglog() -> None:
+            where = directory / "seglog"
+            remove(where)
+            where.mkdir()
+            gc.collect()
+            rates["seglog"] = count / await workloads.produce(where, batches, CONFIG)
+            remove(where)
+
+        async def concurrent() -> None:
+            where = directory / "concurrent"
+            remove(where)
+            where.mkdir()
+            gc.collect()
+            rates["concurrent"] = count / await produce_concurrent(where, batches, CONCURRENT_CALLERS, CONFIG)
+            remove(where)
+
+        async def sqlite() -> None:
+            where = directory / "sqlite"
+            remove(where)
+            where.mkdir()
+            gc.collect()
+            peer = ref.SqlitePeer(where / "db.sqlite", "NORMAL")
+            try:
+                rates["sqlite"] = count / peer.append(rows)
+            finally:
+                peer.close()
+            remove(where)
+
+        order = [seglog, sqlite, concurrent]
+        for variant in reversed(order) if flip else order:
+            await variant()
+        out[shape.key] = rates
+    return out
+
+
+async def main(rounds: int, appends: int, max_bytes: int) -> None:
+    biggest = max(shape_records(s, appends, max_bytes) for s in SHAPES)
+    datasets = {v: Dataset(biggest, v) for v in {s.value_bytes for s in SHAPES}}
+    per_round: list[dict[str, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory(prefix="seglog-append-shapes-") as tmp:
+        for r in range(rounds + 1):
+            got = await one_round(Path(tmp), datasets, appends, max_bytes, flip=r % 2 == 1)
+            if r:  # round 0 warms up
+                per_round.append(got)
+    print(f"produce, one append awaited per call; {rounds} rounds, median of per-round ratios")
+    print(f"{'shape':>14} {'seglog/sqlite':>14} {'target':>7} {'concurrent/sqlite':>18} {'seglog rec/s':>13}")
+    for shape in SHAPES:
+        ratios = [r[shape.key]["seglog"] / r[shape.key]["sqlite"] for r in per_round]
+        concurrent = [r[shape.key]["concurrent"] / r[shape.key]["sqlite"] for r in per_round]
+        rate = statistics.median(r[shape.key]["seglog"] for r in per_round)
+        target = TARGETS[shape.records]
+        verdict = "ok" if statistics.median(ratios) >= target else "MISS"
+        print(
+            f"{shape.label:>14} {statistics.median(ratios):>14.2f} {'>=' + format(target, 'g'):>7} "
+            f"{statistics.median(concurrent):>18.2f} {rate:>13,.0f}  {verdict}"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--appends", type=int, default=1000, help="at most this many appends per variant per round")
+    parser.add_argument("--max-bytes", type=int, default=32 << 20, help="... and at most this many value bytes")
+    parser.add_argument("--quick", action="store_true", help="2 rounds of at most 30 appends")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.appends, args.max_bytes = 2, 30, 1 << 20
+    run(main(args.rounds, args.appends, args.max_bytes))
