@@ -42,11 +42,11 @@ def shape_records(shape: Shape, appends: int, max_bytes: int) -> int:
 
 
 async def one_round(
-    directory: Path, datasets: dict[int, Dataset], appends: int, max_bytes: int, flip: bool
+    directory: Path, shapes: list[Shape], datasets: dict[int, Dataset], appends: int, max_bytes: int, flip: bool
 ) -> dict[str, dict[str, float]]:
     """records/s of each variant per shape key."""
     out: dict[str, dict[str, float]] = {}
-    for shape in SHAPES:
+    for shape in shapes:
         count = shape_records(shape, appends, max_bytes)
         dataset = datasets[shape.value_bytes]
         batches = dataset.batches(shape.records, count)
@@ -88,18 +88,19 @@ async def one_round(
     return out
 
 
-async def main(rounds: int, appends: int, max_bytes: int) -> None:
-    biggest = max(shape_records(s, appends, max_bytes) for s in SHAPES)
-    datasets = {v: Dataset(biggest, v) for v in {s.value_bytes for s in SHAPES}}
+async def main(rounds: int, appends: int, max_bytes: int, only: list[str]) -> None:
+    shapes = [s for s in SHAPES if not only or s.key in only]
+    biggest = max(shape_records(s, appends, max_bytes) for s in shapes)
+    datasets = {v: Dataset(biggest, v) for v in {s.value_bytes for s in shapes}}
     per_round: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="seglog-append-shapes-") as tmp:
         for r in range(rounds + 1):
-            got = await one_round(Path(tmp), datasets, appends, max_bytes, flip=r % 2 == 1)
+            got = await one_round(Path(tmp), shapes, datasets, appends, max_bytes, flip=r % 2 == 1)
             if r:  # round 0 warms up
                 per_round.append(got)
     print(f"produce, one append awaited per call; {rounds} rounds, median of per-round ratios")
     print(f"{'shape':>14} {'seglog/sqlite':>14} {'target':>7} {'concurrent/sqlite':>18} {'seglog rec/s':>13}")
-    for shape in SHAPES:
+    for shape in shapes:
         ratios = [r[shape.key]["seglog"] / r[shape.key]["sqlite"] for r in per_round]
         concurrent = [r[shape.key]["concurrent"] / r[shape.key]["sqlite"] for r in per_round]
         rate = statistics.median(r[shape.key]["seglog"] for r in per_round)
@@ -117,7 +118,8 @@ if __name__ == "__main__":
     parser.add_argument("--appends", type=int, default=1000, help="at most this many appends per variant per round")
     parser.add_argument("--max-bytes", type=int, default=32 << 20, help="... and at most this many value bytes")
     parser.add_argument("--quick", action="store_true", help="2 rounds of at most 30 appends")
+    parser.add_argument("--shape", action="append", default=[], help="only this shape (e.g. 1x100, 100x1024)")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.appends, args.max_bytes = 2, 30, 1 << 20
-    run(main(args.rounds, args.appends, args.max_bytes))
+    run(main(args.rounds, args.appends, args.max_bytes, args.shape))

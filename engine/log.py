@@ -738,14 +738,19 @@ class PartitionLog:
                 records, producer=(producer_id, producer_epoch, base_sequence), transactional=transactional
             )
             self._pending.append(_PendingAppend(head, body, header, header.size, future))
+        elif self._writer is None and self._write_soon is None:
+            # The first append queued (every append of a producer that awaits each one): nothing waits
+            # to be merged with it, so it is encoded now, as it is; _write_next writes it on the next
+            # loop turn with the appends queued meanwhile (those merge among themselves).
+            head, body, header = self._encode(records)
+            self._pending.append(_PendingAppend(head, body, header, LOG_OVERHEAD + header.batch_length, future))
+            self._write_soon = loop.call_soon(self._write_next)  # _start_writer, inline
+            return await future
         elif type(records) is list and 0 < len(records) <= SMALL_APPEND_RECORDS:
             estimate = _small_estimate(records)
             if estimate is not None:
                 # Encoded by the writer, in one batch with the small appends waiting beside it.
                 self._pending.append(_SmallAppend(records.copy(), estimate, future))
-                if self._writer is None and self._write_soon is None:  # _start_writer, inline: every append
-                    self._write_soon = loop.call_soon(self._write_next)
-                return await future
             else:
                 head, body, header = self._encode(records)
                 self._pending.append(_PendingAppend(head, body, header, header.size, future))
@@ -953,18 +958,13 @@ class PartitionLog:
         if self._writer is not None or not pending:
             return
         try:
-            if len(pending) == 1 and pending[0].__class__ is _SmallAppend:
-                # One caller (the serial producer): _take_group's merging has nothing to merge.
-                small = pending.pop()
-                assert isinstance(small, _SmallAppend)
-                if small.future.cancelled():
+            if len(pending) == 1 and pending[0].__class__ is _PendingAppend:
+                # One caller (the serial producer), encoded already: nothing to merge or encode.
+                item = pending.pop()
+                assert isinstance(item, _PendingAppend)
+                if item.future is not None and item.future.cancelled():
                     return
-                try:
-                    head, body, header = self._encode(small.records)
-                except (InvalidRecordError, RecordTooLargeError) as exc:
-                    small.future.set_exception(exc)
-                    return
-                group = [_PendingAppend(head, body, header, LOG_OVERHEAD + header.batch_length, small.future)]
+                group = [item]
             else:
                 group = self._take_group()
         except Exception as exc:  # a bug in encoding: the queued callers get it, the loop goes on

@@ -258,15 +258,23 @@ def submit(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> asyn
 # takes (docs/PERFORMANCE.md, "Lean single appends"); a larger one costs the loop more than the hop.
 LOOP_WRITE_MAX_BYTES: Final = 128 * 1024
 # A small unsynced write that took longer than this waited for something (dirty-page throttling, the
-# journal, reclaim) or was descheduled: loop writes then pause for LOOP_WRITE_PAUSE_SECONDS, and every
-# slow one seen meanwhile, in the append threads too, pushes the pause further (docs/ARCHITECTURE.md,
+# journal, reclaim) or its thread was descheduled: loop writes then pause (docs/ARCHITECTURE.md,
 # "Where threads run").
 SLOW_WRITE_SECONDS: Final = 0.005
-LOOP_WRITE_PAUSE_SECONDS: Final = 1.0
+LOOP_WRITE_PAUSE_SECONDS: Final = 0.2  # the first pause; doubled by each slow loop write, up to ...
+LOOP_WRITE_MAX_PAUSE_SECONDS: Final = 10.0
 
 
 class _LoopWrites:
-    """The process's switch of loop writes (the disk and its page cache are shared by every file)."""
+    """When the event loop may write small appends itself: the process's switch (the page cache is shared).
+
+    A slow small write on the loop pauses loop writes for ``pause_s`` and
+    doubles the next pause (so a loop write that stalls after each pause
+    stalls ever more rarely); a fast one sets the pause back to its first
+    length. A slow small write in an append thread (where waiting is
+    harmless) extends the pause in force: while writes keep being slow, the
+    loop makes none.
+    """
 
     __slots__ = ("pause_s", "paused_until", "slow_s")
 
@@ -275,10 +283,16 @@ class _LoopWrites:
         self.pause_s = LOOP_WRITE_PAUSE_SECONDS
         self.paused_until = 0.0  # time.monotonic() before which small appends take their hop
 
-    def note(self, seconds: float, now: float) -> None:
-        """A small unsynced write took ``seconds``, ending at ``now``: pause loop writes if it was slow."""
+    def loop_write_took(self, seconds: float, now: float) -> None:
         if seconds > self.slow_s:
             self.paused_until = now + self.pause_s
+            self.pause_s = min(self.pause_s * 2, LOOP_WRITE_MAX_PAUSE_SECONDS)
+        elif self.pause_s != LOOP_WRITE_PAUSE_SECONDS:
+            self.pause_s = LOOP_WRITE_PAUSE_SECONDS
+
+    def thread_write_took(self, seconds: float, now: float) -> None:
+        if seconds > self.slow_s:
+            self.paused_until = max(self.paused_until, now + self.pause_s)
 
 
 _LOOP_WRITES: Final = _LoopWrites()
@@ -360,6 +374,8 @@ class SegmentFile:
         self._writable = writable
         self._page_cache_reads = ops.page_cache_reads
         self._loop_writes = ops.loop_writes
+        # The system call itself when the ops are the plain ones (a Python frame fewer per loop write).
+        self._pwritev = os.pwritev if type(ops) is FileOps else ops.pwritev
         self._closed = False
         self._released = False  # the descriptor was closed (once)
         self._busy = 0  # guarded calls running (see _guarded)
@@ -718,7 +734,7 @@ class SegmentFile:
             self._dirty = True
             start = time.monotonic()
             try:
-                written = self._ops.pwritev(fd, buffers, position)
+                written = self._pwritev(fd, buffers, position)
                 if written != total:  # short (a signal): the rest as the threads' writes do it
                     if written <= 0:
                         raise OSError(errno.EIO, "pwritev wrote nothing")
@@ -727,8 +743,9 @@ class SegmentFile:
                 self._cut_back(position)
                 raise _storage_error("write", self._path, exc) from exc
             end = time.monotonic()
-            if end - start > _LOOP_WRITES.slow_s:
-                _LOOP_WRITES.note(end - start, end)
+            loop_writes = _LOOP_WRITES
+            if end - start > loop_writes.slow_s or loop_writes.pause_s != LOOP_WRITE_PAUSE_SECONDS:
+                loop_writes.loop_write_took(end - start, end)
         finally:
             with lock:
                 self._busy -= 1
@@ -764,7 +781,7 @@ class SegmentFile:
             elif written <= LOOP_WRITE_MAX_BYTES:
                 # A write the loop could have made: while such writes are slow here, the loop makes none.
                 end = time.monotonic()
-                _LOOP_WRITES.note(end - start, end)
+                _LOOP_WRITES.thread_write_took(end - start, end)
         except OSError as exc:
             # A failed fdatasync also lands here: after it the kernel may have dropped the dirty pages
             # ("fsyncgate"), so the write is treated as not done rather than as maybe-durable.
