@@ -1,0 +1,226 @@
+"""The path of one small append: written by the event loop itself, in a small fixed number of Python calls.
+
+A producer that awaits each append (the common shape of a prototype) pays for
+everything between ``append`` and the file on every record. The rules held
+here: an uncontended small append without fsync makes no thread hop and a
+fixed, small number of Python calls; concurrent callers still share one write
+and merge into a batch; and every append that could wait on the loop (an
+fsync, a large write, index files to load, a slow disk) still makes its one
+hop to the append threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+from enginehelpers import read_all
+
+from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.segments import fileio
+from seglog.segments.batch import scan_batches
+from seglog.segments.fileio import LOOP_WRITE_MAX_BYTES, FileOps, use_ops
+
+PURE_PYTHON = bool(os.environ.get("SEGLOG_PURE_PYTHON"))
+# Python calls of seglog's own code in one uncontended single-record append, from ``append`` to the
+# file and back (with the C encoder or the pure-Python one). Before the loop wrote
+# small appends itself, the path made about a hundred, and a thread hop.
+MAX_CALLS = 30
+NO_INDEX_ENTRIES = LogConfig(index_interval_bytes=1 << 30)  # the same path every time: no entry falls due
+
+
+@pytest.fixture(autouse=True)
+def loop_writes_reset() -> Iterator[None]:
+    # The switch is process-wide: a slow write elsewhere (a loaded machine) must not decide these tests,
+    # and these tests' slow writes must not pause anyone else's.
+    state = fileio._LOOP_WRITES
+    saved = (state.slow_s, state.pause_s, state.paused_until)
+    state.slow_s, state.pause_s, state.paused_until = 3600.0, fileio.LOOP_WRITE_PAUSE_SECONDS, 0.0
+    try:
+        yield
+    finally:
+        state.slow_s, state.pause_s, state.paused_until = saved
+
+
+class HopCounter:
+    """Counts the jobs handed to any thread pool (the append threads and the default executor)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.hops = 0
+        submit = concurrent.futures.ThreadPoolExecutor.submit
+
+        def counted(pool: concurrent.futures.ThreadPoolExecutor, *args: Any, **kwargs: Any) -> Any:
+            self.hops += 1
+            return submit(pool, *args, **kwargs)
+
+        monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", counted)
+
+
+class LogWrites(FileOps):
+    """Notes the thread of each ``pwritev`` to a ``.log``; optionally sleeps in the first ones."""
+
+    def __init__(self, slow_writes: int = 0, slow_s: float = 0.0) -> None:
+        self.paths: dict[int, str] = {}
+        self.threads: list[str] = []
+        self.slow_writes = slow_writes
+        self.slow_s = slow_s
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = path
+        return fd
+
+    def pwritev(self, fd: int, buffers: Any, position: int) -> int:
+        if self.paths.get(fd, "").endswith(".log"):
+            self.threads.append(threading.current_thread().name)
+            if self.slow_writes:
+                self.slow_writes -= 1
+                time.sleep(self.slow_s)  # a write the disk made wait (dirty-page throttling, say)
+        return super().pwritev(fd, buffers, position)  # type: ignore[no-any-return]
+
+    @property
+    def on_loop(self) -> int:
+        return self.threads.count(threading.main_thread().name)
+
+
+async def profiled_append(log: PartitionLog, record: Record) -> int:
+    """The seglog calls of one awaited ``append([record])``, from the call to its result."""
+    calls = 0
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event == "call" and f"{os.sep}seglog{os.sep}" in frame.f_code.co_filename:
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        await log.append([record])
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+async def test_an_uncontended_small_append_makes_no_thread_hop_and_a_fixed_small_number_of_python_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Engine.open(tmp_path, NO_INDEX_ENTRIES) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        for i in range(5):  # the first appends load what the path needs (the time index, say)
+            await log.append([Record(b"warm-up %d" % i, b"k", 1_700_000_000_000 + i)])
+        counter = HopCounter(monkeypatch)
+        calls = [await profiled_append(log, Record(b"v" * 100, b"k" * 16, 1_700_000_000_100 + i)) for i in range(20)]
+        assert counter.hops == 0, "a small unsynced append is written by the loop, without a thread hop"
+        assert len(set(calls)) == 1, f"the same path every time, a fixed number of calls: {calls}"
+        assert calls[0] <= MAX_CALLS
+        assert [r.value for r in (await read_all(log))[5:]] == [b"v" * 100] * 20
+
+
+async def test_concurrent_callers_of_one_loop_turn_share_one_write_and_merge_into_a_batch(tmp_path: Path) -> None:
+    ops = LogWrites()
+    with use_ops(ops):
+        async with Engine.open(tmp_path) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            await log.append([Record(b"first")])
+            before = len(ops.threads)
+            results = await asyncio.gather(*(log.append([Record(b"%d" % i)]) for i in range(50)))
+            assert len(ops.threads) - before == 1, "the 50 callers' appends went to the file in one write"
+            assert sorted(r.first_offset for r in results) == list(range(1, 51))
+            headers = [h for _, h in scan_batches((log.directory / f"{0:020d}.log").read_bytes(), max_batch_bytes=1 << 30).batches]
+            # The first caller of the turn is encoded as it calls (nothing waits to merge with it yet);
+            # the 49 callers queued behind it share one batch.
+            assert [h.record_count for h in headers] == [1, 1, 49]
+
+
+async def test_an_append_the_flush_policy_syncs_makes_its_hop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ops = LogWrites()
+    with use_ops(ops):
+        async with Engine.open(tmp_path, LogConfig(flush_messages=1)) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            await log.append([Record(b"warm-up")])
+            counter = HopCounter(monkeypatch)
+            for i in range(5):
+                await log.append([Record(b"%d" % i)])
+            assert counter.hops == 5, "an fdatasync waits for the disk: one hop per append, as ever"
+            assert ops.on_loop == 0
+            assert log.recovery_point == log.log_end_offset == 6
+
+
+async def test_an_append_larger_than_the_loop_write_limit_makes_its_hop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ops = LogWrites()
+    with use_ops(ops):
+        async with Engine.open(tmp_path, NO_INDEX_ENTRIES.with_overrides(max_message_bytes=4 << 20)) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            await log.append([Record(b"warm-up")])
+            counter = HopCounter(monkeypatch)
+            await log.append([Record(b"x" * (LOOP_WRITE_MAX_BYTES // 4)) for _ in range(4)])
+            assert counter.hops == 1
+            await log.append([Record(b"small")])
+            assert counter.hops == 1, "the small one after it is the loop's again"
+            assert ops.threads[-2] != threading.main_thread().name
+            assert ops.threads[-1] == threading.main_thread().name
+
+
+async def test_a_slow_loop_write_sends_small_appends_to_the_threads_for_a_pause_that_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = fileio._LOOP_WRITES
+    state.slow_s = 0.02
+    ops = LogWrites()
+    with use_ops(ops):
+        async with Engine.open(tmp_path) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            for i in range(3):
+                await log.append([Record(b"fast %d" % i)])
+            assert ops.on_loop >= 2
+            ops.slow_writes, ops.slow_s = 1, 0.05  # the next write waits 50 ms: slower than slow_s
+            on_loop = ops.on_loop
+            await log.append([Record(b"slow")])
+            assert ops.on_loop == on_loop + 1, "the slow write itself was the loop's"
+            assert state.paused_until > time.monotonic()
+            assert state.pause_s == 2 * fileio.LOOP_WRITE_PAUSE_SECONDS, "the next pause, if any, is longer"
+            counter = HopCounter(monkeypatch)
+            await log.append([Record(b"paused")])
+            assert counter.hops == 1, "while paused, a small append makes its hop"
+            assert ops.on_loop == on_loop + 1
+            state.paused_until = 0.0  # the pause is over
+            await log.append([Record(b"after")])
+            assert counter.hops == 1 and ops.on_loop == on_loop + 2, "then the loop writes again"
+            assert state.pause_s == fileio.LOOP_WRITE_PAUSE_SECONDS, "a fast loop write sets the pause back"
+            assert [r.value for r in await read_all(log)][-3:] == [b"slow", b"paused", b"after"]
+
+
+async def test_index_entries_planned_on_the_loop_are_written_and_found(tmp_path: Path) -> None:
+    # An entry per batch (index.interval.bytes 0): the loop writes the batches and the mapped entries.
+    ops = LogWrites()
+    with use_ops(ops):
+        async with Engine.open(tmp_path, LogConfig(index_interval_bytes=0)) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            for i in range(40):
+                await log.append([Record(b"%d" % i, None, 1_700_000_000_000 + i)])
+            assert ops.on_loop >= 35, "after the first appends created and loaded the indexes"
+            segment = log._segments.active_segment
+            assert segment is not None
+            assert segment._offset_index.get().entries >= 35
+            for i in range(40):
+                assert (await log.read(i, 1)).records[0].value == b"%d" % i
+                found = await log.offset_for_timestamp(1_700_000_000_000 + i)
+                assert found is not None and found.offset == i
+    async with Engine.open(tmp_path) as eng:  # and the files are as a clean close leaves them
+        assert [r.value for r in await read_all(eng.log("t"))] == [b"%d" % i for i in range(40)]
