@@ -137,9 +137,9 @@ async def test_concurrent_callers_of_one_loop_turn_share_one_write_and_merge_int
             assert len(ops.threads) - before == 1, "the 50 callers' appends went to the file in one write"
             assert sorted(r.first_offset for r in results) == list(range(1, 51))
             headers = [h for _, h in scan_batches((log.directory / f"{0:020d}.log").read_bytes(), max_batch_bytes=1 << 30).batches]
-            # The first caller of the turn is encoded as it calls (nothing waits to merge with it yet);
-            # the 49 callers queued behind it share one batch.
-            assert [h.record_count for h in headers] == [1, 1, 49]
+            # The first caller of the turn may be encoded as it calls (nothing waits to merge with it
+            # yet); the callers queued behind it share one batch.
+            assert sum(h.record_count for h in headers) == 51 and headers[-1].record_count >= 49
 
 
 async def test_an_append_the_flush_policy_syncs_makes_its_hop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
