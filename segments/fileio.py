@@ -260,8 +260,8 @@ LOOP_WRITE_MAX_BYTES: Final = 128 * 1024
 # A small unsynced write that took longer than this waited for something (dirty-page throttling, the
 # journal, reclaim) or its thread was descheduled: loop writes then pause (docs/ARCHITECTURE.md,
 # "Where threads run").
-SLOW_WRITE_SECONDS: Final = 0.005
-LOOP_WRITE_PAUSE_SECONDS: Final = 0.2  # the first pause; doubled by each slow loop write, up to ...
+SLOW_WRITE_SECONDS: Final = 0.01
+LOOP_WRITE_PAUSE_SECONDS: Final = 0.1  # the first pause; doubled by each slow loop write, up to ...
 LOOP_WRITE_MAX_PAUSE_SECONDS: Final = 10.0
 
 
