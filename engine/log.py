@@ -6,17 +6,21 @@ policy (``flush.messages`` / ``flush.ms``), reads by offset and by timestamp,
 per-partition part of recovery.
 
 Concurrency contract: everything runs on the event loop's thread. Appends are
-serialised by a single writer task: callers enqueue their batch (a small one
-as its records, which the writer encodes together with the small appends
-queued beside it into one batch) and await a future; the writer takes every
-batch waiting, assigns offsets, writes them with one executor hop (and one
-fsync when the flush policy asks for it) and resolves the futures. A caller
-cancelled before its batch was taken is simply dropped; after that, the batch
-is written whole or not at all, so no cancellation leaves a half-written batch
-visible. Readers never wait for the
+serialised by one writer: callers enqueue their batch (the first caller of a
+loop turn its encoded batch; the others, when small, their records, which the
+writer encodes together into one batch) and await a future. One loop turn
+after the first caller, ``_write_next`` takes every batch waiting, assigns
+offsets and writes them: itself, on the loop, when the write is small, needs
+no fsync, no roll and nothing loaded (``_write_on_loop``); else the writer
+task does it with one executor hop (and one fsync when the flush policy asks
+for it), and takes whatever is queued meanwhile. Either resolves the
+futures. A caller cancelled before its batch was taken is simply dropped;
+after that, the batch is written whole or not at all, so no cancellation
+leaves a half-written batch visible. Readers never wait for the
 writer: they read below the log end offset, which moves only after a write
 completed. Structural changes (roll, retention, truncation, close) take
-``_lock``, which the writer also holds while it writes.
+``_lock``, which the writer task also holds while it writes (a write on the
+loop needs it free, and nothing else runs before it is done).
 
 What a ``PartitionLog`` needs of whoever owns it -- opening its files on first
 use, checkpointing a moved log start, deleting a segment after
@@ -189,6 +193,16 @@ class _PendingAppend:
             return [member[0] for member in self.members]
         assert self.future is not None  # only a merged batch has none
         return [self.future, *self.followers] if self.followers else [self.future]
+
+
+class _Leader:
+    """The mark of a write its first caller runs itself (``PartitionLog.append``), as a Handle would be."""
+
+    def cancel(self) -> None:
+        """Nothing to unschedule: whoever writes first (a close, or the caller) clears the mark."""
+
+
+_LEADER: Final = _Leader()
 
 
 @dataclass(slots=True)
@@ -501,7 +515,8 @@ class PartitionLog:
         self._lock = asyncio.Lock()
         self._pending: list[_PendingAppend | _SmallAppend] = []
         self._writer: asyncio.Task[None] | None = None
-        self._write_soon: asyncio.Handle | None = None  # _write_next, scheduled by the first append queued
+        # _write_next scheduled by the first append queued, or _LEADER: that append's caller runs it.
+        self._write_soon: asyncio.Handle | _Leader | None = None
         self._data_waiters: list[asyncio.Future[None]] = []
         # (first offset, end offset, bytes) of the last small write: tailing reads decode it directly.
         self._tail: tuple[int, int, bytes, bool] | None = None  # ..., and whether it is one batch
@@ -740,11 +755,22 @@ class PartitionLog:
             self._pending.append(_PendingAppend(head, body, header, header.size, future))
         elif self._writer is None and self._write_soon is None:
             # The first append queued (every append of a producer that awaits each one): nothing waits
-            # to be merged with it, so it is encoded now, as it is; _write_next writes it on the next
-            # loop turn with the appends queued meanwhile (those merge among themselves).
+            # to be merged with it, so it is encoded now, as it is. This caller then leads the write
+            # (LevelDB's writer queue): it lets the loop turn once, so that the appends of the other
+            # tasks of this turn queue behind it (they merge among themselves), and writes them all
+            # with its own (_write_next); its result is then ready, unless the writer task took over.
             head, body, header = self._encode(records)
             self._pending.append(_PendingAppend(head, body, header, LOG_OVERHEAD + header.batch_length, future))
-            self._write_soon = loop.call_soon(self._write_next)  # _start_writer, inline
+            self._write_soon = _LEADER
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                future.cancel()  # never written: _write_next drops it
+                if self._write_soon is _LEADER:  # those queued behind it are written by the next turn
+                    self._write_soon = loop.call_soon(self._write_next)
+                raise
+            if self._write_soon is _LEADER:  # (a close may have written the queue already)
+                self._write_next()
             return await future
         elif type(records) is list and 0 < len(records) <= SMALL_APPEND_RECORDS:
             estimate = _small_estimate(records)
@@ -948,7 +974,10 @@ class PartitionLog:
     def _write_next(self) -> None:
         """Take the appends queued and write them: on the loop when it can (``_write_on_loop``), else by the writer task.
 
-        A plain callback, one loop turn after the first append was queued.
+        Runs one loop turn after the first append queued: in that append's
+        caller (``append``), or as a plain callback (``_start_writer``: the
+        other kinds of append, and a leading caller cancelled); a close runs
+        it at once.
         The writer task (``_write_pending``, one thread hop per group) takes
         the group when the loop cannot write it, and whatever is queued while
         it writes; it ends when nothing is left.
@@ -970,7 +999,15 @@ class PartitionLog:
         except Exception as exc:  # a bug in encoding: the queued callers get it, the loop goes on
             self._fail_pending(exc)
             return
-        if group and self._write_on_loop(group):
+        try:
+            written = bool(group) and self._write_on_loop(group)
+        except Exception as exc:  # a bug: its callers get it, the loop (or the leading caller) goes on
+            for item in group:
+                for future in item.futures():
+                    if not future.done():
+                        future.set_exception(exc)
+            written = True
+        if written:
             if not self._pending:
                 return
             group = []  # the rest of a queue longer than one group: the writer task takes it
@@ -986,7 +1023,7 @@ class PartitionLog:
         not reached), no producer's batch (their admission may load the
         producer state), the lock free (no roll, flush, retention or close in
         progress), the files open, and a write the segment and the file layer
-        take onto the loop (``segment_append_nowait``: small, into the page
+        take onto the loop (``LogSegment.append_nowait``: small, into the page
         cache, nothing to load or allocate). Everything else makes the writer
         task's one hop. Whatever the write raises goes to the callers.
         """

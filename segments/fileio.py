@@ -20,6 +20,13 @@ Rules this module enforces:
   ``os.preadv(fd, [buf], pos, os.RWF_NOWAIT)`` returns cached bytes far sooner
   than a hop and raises ``BlockingIOError`` instead of waiting for the disk;
   then the attempt answers :data:`WOULD_BLOCK` and the caller makes its hop.
+  The second exception is the ``pwritev`` of a small append without
+  ``fdatasync`` (``SegmentFile.write_nowait``): a copy into the page cache
+  that costs less than the hop; it is bounded (:data:`LOOP_WRITE_MAX_BYTES`,
+  the descriptor already open, the ``FileOps`` willing) and watched (a write
+  slower than :data:`SLOW_WRITE_SECONDS` sends small appends back to the
+  threads for a pause that grows while writes stay slow); see
+  docs/ARCHITECTURE.md, "Small appends written by the loop".
   The small-file and directory helpers below are coroutines that make their
   hop themselves.
 * **``OSError`` stops here**: it becomes :class:`~seglog.indexes.errors.StorageError`
