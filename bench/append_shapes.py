@@ -21,15 +21,14 @@ shared: quote ratios, not rates. Plain script, never run by the tests.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import statistics
 import tempfile
 from pathlib import Path
 
-from seglog.engine import run
-from seglog.tools.bench import workloads
+from seglog.engine import Record, run
 from seglog.tools.bench import references as ref
+from seglog.tools.bench import workloads
 from seglog.tools.bench.data import Dataset, remove
 from seglog.tools.bench.shapes import CONCURRENT_CALLERS, CONFIG, SHAPES, Shape, produce_concurrent
 
@@ -39,6 +38,33 @@ TARGETS = {1: 1.0, 10: 2.0, 100: 5.0, 1000: 5.0}
 def shape_records(shape: Shape, appends: int, max_bytes: int) -> int:
     # As tools.bench.shapes.produce_records: whole appends, bounded by appends and by bytes.
     return shape.records * max(1, min(appends, max_bytes // shape.value_bytes // shape.records))
+
+
+def fresh(directory: Path, tag: str) -> Path:
+    where = directory / tag
+    remove(where)
+    where.mkdir()
+    gc.collect()
+    return where
+
+
+async def seglog_seconds(directory: Path, batches: list[list[Record]], rows: list[list[object]]) -> float:
+    return await workloads.produce(fresh(directory, "seglog"), batches, CONFIG)
+
+
+async def concurrent_seconds(directory: Path, batches: list[list[Record]], rows: list[list[object]]) -> float:
+    return await produce_concurrent(fresh(directory, "concurrent"), batches, CONCURRENT_CALLERS, CONFIG)
+
+
+async def sqlite_seconds(directory: Path, batches: list[list[Record]], rows: list[list[object]]) -> float:
+    peer = ref.SqlitePeer(fresh(directory, "sqlite") / "db.sqlite", "NORMAL")
+    try:
+        return peer.append(rows)  # type: ignore[arg-type]
+    finally:
+        peer.close()
+
+
+VARIANTS = {"seglog": seglog_seconds, "sqlite": sqlite_seconds, "concurrent": concurrent_seconds}
 
 
 async def one_round(
@@ -52,38 +78,9 @@ async def one_round(
         batches = dataset.batches(shape.records, count)
         rows = dataset.row_batches(shape.records, count)
         rates: dict[str, float] = {}
-
-        async def seglog() -> None:
-            where = directory / "seglog"
-            remove(where)
-            where.mkdir()
-            gc.collect()
-            rates["seglog"] = count / await workloads.produce(where, batches, CONFIG)
-            remove(where)
-
-        async def concurrent() -> None:
-            where = directory / "concurrent"
-            remove(where)
-            where.mkdir()
-            gc.collect()
-            rates["concurrent"] = count / await produce_concurrent(where, batches, CONCURRENT_CALLERS, CONFIG)
-            remove(where)
-
-        async def sqlite() -> None:
-            where = directory / "sqlite"
-            remove(where)
-            where.mkdir()
-            gc.collect()
-            peer = ref.SqlitePeer(where / "db.sqlite", "NORMAL")
-            try:
-                rates["sqlite"] = count / peer.append(rows)
-            finally:
-                peer.close()
-            remove(where)
-
-        order = [seglog, sqlite, concurrent]
-        for variant in reversed(order) if flip else order:
-            await variant()
+        for name in reversed(VARIANTS) if flip else VARIANTS:
+            rates[name] = count / await VARIANTS[name](directory, batches, rows)
+            remove(directory / name)
         out[shape.key] = rates
     return out
 

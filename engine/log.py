@@ -105,8 +105,8 @@ from seglog.segments.batch import (
 )
 from seglog.segments.batch_table import TableBuild
 from seglog.segments.fileio import (
-    WOULD_BLOCK,
     LOOP_WRITE_MAX_BYTES,
+    WOULD_BLOCK,
     LateBuffer,
     WouldBlock,
     atomic_write,
@@ -972,7 +972,7 @@ class PartitionLog:
             self._write_soon = loop.call_soon(self._write_next)
 
     def _write_next(self) -> None:
-        """Take the appends queued and write them: on the loop when it can (``_write_on_loop``), else by the writer task.
+        """Write the appends queued: on the loop when it can (``_write_on_loop``), else by the writer task.
 
         Runs one loop turn after the first append queued: in that append's
         caller (``append``), or as a plain callback (``_start_writer``: the
@@ -1038,8 +1038,7 @@ class PartitionLog:
             records += header.record_count
             offsets += header.last_offset_delta + 1
             size += item.size
-            if header.max_timestamp > max_timestamp:
-                max_timestamp = header.max_timestamp
+            max_timestamp = max(max_timestamp, header.max_timestamp)
         config = self.config
         if size > LOOP_WRITE_MAX_BYTES or self._unflushed_messages + records >= config.flush_messages:
             return False

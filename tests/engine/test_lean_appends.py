@@ -136,7 +136,8 @@ async def test_concurrent_callers_of_one_loop_turn_share_one_write_and_merge_int
             results = await asyncio.gather(*(log.append([Record(b"%d" % i)]) for i in range(50)))
             assert len(ops.threads) - before == 1, "the 50 callers' appends went to the file in one write"
             assert sorted(r.first_offset for r in results) == list(range(1, 51))
-            headers = [h for _, h in scan_batches((log.directory / f"{0:020d}.log").read_bytes(), max_batch_bytes=1 << 30).batches]
+            data = (log.directory / f"{0:020d}.log").read_bytes()
+            headers = [h for _, h in scan_batches(data, max_batch_bytes=1 << 30).batches]
             # The first caller of the turn may be encoded as it calls (nothing waits to merge with it
             # yet); the callers queued behind it share one batch.
             assert sum(h.record_count for h in headers) == 51 and headers[-1].record_count >= 49
