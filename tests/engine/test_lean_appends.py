@@ -26,6 +26,7 @@ import pytest
 from enginehelpers import read_all
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.engine.log import _LEADER
 from seglog.segments import fileio
 from seglog.segments.batch import scan_batches
 from seglog.segments.fileio import LOOP_WRITE_MAX_BYTES, FileOps, use_ops
@@ -225,3 +226,43 @@ async def test_index_entries_planned_on_the_loop_are_written_and_found(tmp_path:
                 assert found is not None and found.offset == i
     async with Engine.open(tmp_path) as eng:  # and the files are as a clean close leaves them
         assert [r.value for r in await read_all(eng.log("t"))] == [b"%d" % i for i in range(40)]
+
+
+async def test_a_leading_caller_cancelled_in_its_turn_writes_nothing_and_those_behind_it_are_written(
+    tmp_path: Path,
+) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"before")])
+        leader = asyncio.ensure_future(log.append([Record(b"leader")]))
+        behind = asyncio.ensure_future(log.append([Record(b"behind")]))
+        await asyncio.sleep(0)  # both ran their first step: the leader queued and let the loop turn
+        assert log._write_soon is _LEADER and len(log._pending) == 2, "the leader is in its turn, one queued"
+        leader.cancel()
+        result = await behind
+        with pytest.raises(asyncio.CancelledError):
+            await leader
+        assert result.first_offset == 1
+        assert [r.value for r in await read_all(log)] == [b"before", b"behind"]
+
+
+async def test_a_close_in_the_leaders_turn_writes_its_append_first(tmp_path: Path) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"before")])
+        write_next, writes_by = log._write_next, []
+
+        def noted() -> None:
+            writes_by.append("close" if log._closing else "leader")
+            write_next()
+
+        log._write_next = noted  # type: ignore[method-assign]
+        closing = asyncio.ensure_future(log.close())  # its task's first step runs inside the leader's turn
+        leader = asyncio.ensure_future(log.append([Record(b"leader")]))
+        assert (await leader).first_offset == 1, "acknowledged: written before the files closed"
+        await closing
+        assert writes_by == ["close"], "the close began in the leader's turn and wrote its queue"
+    async with Engine.open(tmp_path) as eng:
+        assert [r.value for r in await read_all(eng.log("t"))] == [b"before", b"leader"]
