@@ -9,9 +9,12 @@ headers in a thread; a read of one record of a 1000-record batch copies and chec
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -135,6 +138,37 @@ async def test_a_point_read_of_a_large_batch_reads_only_the_record(tmp_path: Pat
             assert len(got.records) == 1
             assert (counts.cached_reads, counts.blocking_reads, counts.header_walks, counts.crcs) == (1, 0, 0, 0)
             assert counts.cached_bytes == 61 + 8 + 1024, counts  # the header, the key, the value
+
+
+# seglog's Python calls in one record-table point read, from PartitionLog.read to the three page-cache
+# reads of header, key and value: a fixed path, with a small margin for a check added later.
+MAX_RECORD_TABLE_READ_CALLS = 17
+
+
+async def test_a_point_read_of_a_large_batch_is_a_fixed_small_number_of_python_calls(tmp_path: Path) -> None:
+    engine, log = await _log(tmp_path, 1000, 3, 1024)
+    async with engine:
+        await log.read(10, 1)
+        await log.read(1010, 1)
+        if not _page_cache_reads(log):
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
+        calls: list[int] = []
+        for offset in (0, 1, 500, 999, 1000, 1999):
+            names: list[str] = []
+
+            def profile(frame: FrameType, event: str, arg: object, names: list[str] = names) -> None:
+                if event == "call" and f"{os.sep}seglog{os.sep}" in frame.f_code.co_filename:
+                    names.append(frame.f_code.co_qualname)
+
+            sys.setprofile(profile)
+            try:
+                got = await log.read(offset, 1)
+            finally:
+                sys.setprofile(None)
+            _check(got.records[0], offset, 1024)
+            assert len(names) <= MAX_RECORD_TABLE_READ_CALLS, names
+            calls.append(len(names))
+        assert len(set(calls)) == 1, f"the same path for every record: {calls}"
 
 
 async def test_a_time_lookup_then_read_of_a_large_batch_checks_its_header_once(
