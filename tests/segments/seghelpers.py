@@ -1,20 +1,51 @@
-"""Helpers shared by the segment tests: batches in the shapes Kafka's tests use, a loop-thread I/O recorder."""
+"""Helpers shared by the segment tests: batches in the shapes Kafka's tests use, a loop-thread I/O recorder,
+the codec with and without its C module."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+import seglog.segments.batch as batch_module
 from seglog.engine.log import segment_append
 from seglog.segments import fileio
 from seglog.segments.batch import TimestampType, encode_batch, read_header
+from seglog.segments.errors import CorruptRecordError
 from seglog.segments.fileio import WOULD_BLOCK, Buffer, FileOps, LateBuffer, SegmentFile
 from seglog.segments.records import Record
 from seglog.segments.segment import LogSegment, batch_headers
 
 SegmentFactory = Callable[..., Coroutine[Any, Any, LogSegment]]
+
+
+@contextmanager
+def python_only() -> Iterator[None]:
+    """The segment codec without its C module (``batch._fast``) while the block runs."""
+    saved = batch_module._fast
+    batch_module._fast = None
+    try:
+        yield
+    finally:
+        batch_module._fast = saved
+
+
+def outcome(fn: Callable[[], object]) -> object:
+    """``("ok", result)``, or the type and message of the library error ``fn`` raised."""
+    try:
+        return ("ok", fn())
+    except (TypeError, ValueError, CorruptRecordError) as exc:
+        return (type(exc), str(exc))
+
+
+def both(fn: Callable[[], object]) -> tuple[object, object]:
+    """``fn``'s outcome with the C module and without it: tests assert the two agree."""
+    fast = outcome(fn)
+    with python_only():
+        slow = outcome(fn)
+    return fast, slow
 
 
 def batch(offset: int, *values: str, ts: int | None = None, now_ms: int = 0) -> bytes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import google_crc32c
@@ -31,34 +31,11 @@ from seglog.segments.batch import (
 from seglog.segments.errors import CorruptRecordError
 from seglog.segments.records import Record
 from tests.segments.kafkahelpers import kafka_batch, records_of
+from tests.segments.seghelpers import both, python_only
 
 needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MAX = 1 << 20
-
-
-@contextmanager
-def python_only() -> Iterator[None]:
-    saved = batch_module._fast
-    batch_module._fast = None
-    try:
-        yield
-    finally:
-        batch_module._fast = saved
-
-
-def outcome(fn: Callable[[], object]) -> object:
-    try:
-        return ("ok", fn())
-    except (TypeError, ValueError, CorruptRecordError) as exc:
-        return (type(exc), str(exc))
-
-
-def both(fn: Callable[[], object]) -> tuple[object, object]:
-    fast = outcome(fn)
-    with python_only():
-        slow = outcome(fn)
-    return fast, slow
 
 
 @contextmanager

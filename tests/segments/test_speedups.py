@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import google_crc32c
@@ -34,6 +33,7 @@ from seglog.segments.batch import (
 )
 from seglog.segments.errors import CorruptRecordError
 from seglog.segments.records import Record
+from tests.segments.seghelpers import both
 
 # SEGLOG_PURE_PYTHON=1 (make pytest-pure) turns the C module off on purpose: tests of the C code itself skip.
 needs_c = pytest.mark.skipif(bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="SEGLOG_PURE_PYTHON=1: no C module")
@@ -49,30 +49,6 @@ def test_the_c_module_is_built_and_used() -> None:
     # in docs/PERFORMANCE.md is wrong. This catches a silently failed build.
     assert batch_module._fast is not None
     assert batch_module._fast.__name__ == "seglog.segments._speedups"
-
-
-@contextmanager
-def python_only() -> Iterator[None]:
-    saved = batch_module._fast
-    batch_module._fast = None
-    try:
-        yield
-    finally:
-        batch_module._fast = saved
-
-
-def outcome(fn: Callable[[], object]) -> object:
-    try:
-        return ("ok", fn())
-    except (TypeError, ValueError, CorruptRecordError) as exc:
-        return (type(exc), str(exc))
-
-
-def both(fn: Callable[[], object]) -> tuple[object, object]:
-    fast = outcome(fn)
-    with python_only():
-        slow = outcome(fn)
-    return fast, slow
 
 
 def records_typed(result: object) -> None:
