@@ -161,6 +161,7 @@ _new_append_result = partial(tuple.__new__, AppendResult)  # skips NamedTuple.__
 _new_fetch_result = partial(tuple.__new__, FetchResult)  # the same, on every read
 _new_roll_params = partial(tuple.__new__, RollParams)  # the same, on every append
 _new_batch_header = partial(tuple.__new__, BatchHeader)  # the same
+_new_offset_and_timestamp = partial(tuple.__new__, OffsetAndTimestamp)  # the same, on every time lookup
 
 
 def _now_ms() -> int:
@@ -2086,15 +2087,17 @@ class PartitionLog:
             InvalidRecordError: ``timestamp`` is not an int, does not fit int64,
                 or is a negative value other than the three sentinels.
         """
-        self._check_open()
-        validate_timestamp(timestamp, "timestamp (ms since the epoch)")
-        if timestamp == LATEST_TIMESTAMP:
-            return OffsetAndTimestamp(self._log_end_offset, NO_TIMESTAMP)
-        if timestamp == EARLIEST_TIMESTAMP:
-            return OffsetAndTimestamp(self._log_start_offset, NO_TIMESTAMP)
-        if timestamp == MAX_TIMESTAMP:
-            return await self._offset_of_max_timestamp()
-        if timestamp < 0:
+        if self._closed:
+            self._check_open()  # raises
+        # A plain non-negative int64 (the common case) is valid and no sentinel: no validation call.
+        if type(timestamp) is not int or not 0 <= timestamp <= INT64_MAX:
+            validate_timestamp(timestamp, "timestamp (ms since the epoch)")
+            if timestamp == LATEST_TIMESTAMP:
+                return OffsetAndTimestamp(self._log_end_offset, NO_TIMESTAMP)
+            if timestamp == EARLIEST_TIMESTAMP:
+                return OffsetAndTimestamp(self._log_start_offset, NO_TIMESTAMP)
+            if timestamp == MAX_TIMESTAMP:
+                return await self._offset_of_max_timestamp()
             raise InvalidRecordError(
                 f"timestamp {timestamp} is negative; use ms since the epoch or -1 (latest), -2 (earliest), -3 (max)"
             )
@@ -2104,7 +2107,8 @@ class PartitionLog:
         # Kafka: the first segment (holding offsets >= log start) whose largest timestamp reaches the
         # target; every earlier segment holds only smaller timestamps, so its first qualifying record
         # is the earliest in the whole log, however out of order the timestamps are.
-        for segment in self._live_segments():
+        bases, live = self._segments.live_from(start)
+        for base, segment in zip(bases, live, strict=True):
             found = segment.find_offset_by_timestamp_cached(timestamp, start)  # no await when it can answer
             if found is WOULD_BLOCK and (job := segment.batch_table_job(start, whole=True)) is not None:
                 await _table_walk(segment, job)
@@ -2112,14 +2116,17 @@ class PartitionLog:
             if found is WOULD_BLOCK:
                 found = await segment_read(partial(_find_in_segment, segment, timestamp, start))
             if found is not None:
-                return self._answer_in(segment, found.offset, found.timestamp)
+                found_ts, offset = found
+                # _answer_in's check, inline on the base offset in hand (bounds taken now, after any await).
+                if base <= offset < self._segments.following_base(base, self._log_end_offset):
+                    return _new_offset_and_timestamp((offset, found_ts))
+                return self._answer_in(segment, offset, found_ts)  # raises: the segment is misplaced
         return None
 
     def _answer_in(self, segment: LogSegment, offset: int, timestamp: int) -> OffsetAndTimestamp:
         # A segment's records lie between its base offset and the next one's (the log end for the
         # last): an answer outside is a segment whose files are not where its name says.
-        following = self._segments.higher_segment(segment.base_offset)
-        bound = self._log_end_offset if following is None else following.base_offset
+        bound = self._segments.following_base(segment.base_offset, self._log_end_offset)
         if not segment.base_offset <= offset < bound:
             raise CorruptRecordError(
                 f"{self.topic}-{self.partition}: the segment at base offset {segment.base_offset} holds offset "
@@ -2130,11 +2137,7 @@ class PartitionLog:
 
     def _live_segments(self) -> list[LogSegment]:
         """Segments holding at least one offset at or above the log start offset."""
-        segments = self._segments.values()
-        floor = self._segments.floor_segment(self._log_start_offset)
-        if floor is None:
-            return segments
-        return [s for s in segments if s.base_offset >= floor.base_offset]
+        return self._segments.live_from(self._log_start_offset)[1]
 
     async def _offset_of_max_timestamp(self) -> OffsetAndTimestamp | None:
         if self._unopened is not None:

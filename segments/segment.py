@@ -127,6 +127,7 @@ _RECORD_TABLE_MIN_BYTES: Final = 32 * 1024
 # batches that reach the timestamp but hold no record at or after the starting offset.
 _TIME_LOOKUP_TRIES: Final = 4
 _new_record = partial(tuple.__new__, Record)
+_new_timestamp_offset = partial(tuple.__new__, TimestampOffset)  # skips NamedTuple.__new__'s Python frame
 _ATTRIBUTES_LOW: Final = 22  # part of the format: the low byte of a batch's big-endian attributes
 # A time lookup decodes a batch up to this size whole (one C call) and keeps its records for the read
 # that follows; a larger one has only its timestamp column searched (or its record table).
@@ -1835,18 +1836,23 @@ class LogSegment:
         table = self._batch_table
         if table is None or self._closed:
             return None
-        slot = table.find(start_offset)
-        if slot >= len(table):
+        # BatchTable.find, __len__ and span and _placed_batch, inlined: a point read's hottest lines.
+        slot = bisect.bisect_left(table.last_offsets, start_offset)
+        positions = table.positions
+        count = len(positions)
+        if slot >= count:
             return None
         limit = self._log.size
         if max_position is not None and max_position < limit:
             limit = max_position
-        placed = self._placed_batch(table, slot, limit)
-        if placed is None:
+        position = positions[slot]
+        size = (positions[slot + 1] if slot + 1 < count else table.end) - position
+        if position + size > limit:
             return None
-        first, position, size, records = placed
+        first = table.last_offsets[slot - 1] + 1 if slot else table.base_offset
         if first > start_offset:
             return None
+        records = self._record_tables.get(position) if size >= _RECORD_TABLE_MIN_BYTES else None
         index = start_offset - first
         verified = self._verified
         if verified is not None and verified[0] == position and verified[1] == size and max_bytes <= size:
@@ -1856,9 +1862,22 @@ class LogSegment:
             self._verified = None
             held, whole = verified[2], verified[3]
             if whole:
+                # A point read: the record at its index (decoded offsets increase, so none before it is
+                # wanted) is the whole read when its key and value bytes reach max_bytes (decode_batch's
+                # rule; _records_from and _record_bytes, inlined).
+                if max_bytes < size and index < len(held):
+                    looked_up = held[index]
+                    key, value = looked_up.key, looked_up.value
+                    if looked_up.offset == start_offset and max_bytes <= (
+                        (0 if key is None else len(key)) + (0 if value is None else len(value))
+                    ):
+                        return [looked_up]
                 return _records_from(held, start_offset, max_bytes if max_bytes < size else None)
             looked_up = held[0]
-            if looked_up.offset == start_offset and max_bytes <= _record_bytes(looked_up):
+            key, value = looked_up.key, looked_up.value
+            if looked_up.offset == start_offset and max_bytes <= (
+                (0 if key is None else len(key)) + (0 if value is None else len(value))
+            ):
                 return [looked_up]
         if records is not None:
             wanted = max(records.key_lengths[index], 0) + max(records.value_lengths[index], 0)
@@ -1920,10 +1939,14 @@ class LogSegment:
         table = self._batch_table
         if table is None or self._closed:
             return WOULD_BLOCK
-        slot = table.find(starting_offset)
-        count = len(table)
+        # BatchTable.find, __len__ and first_reaching, inlined: a time lookup's hottest lines.
+        slot = bisect.bisect_left(table.last_offsets, starting_offset)
+        count = len(table.positions)
+        running, own = table.running_max, table.max_timestamps
         for _ in range(_TIME_LOOKUP_TRIES):
-            slot = table.first_reaching(timestamp, slot)
+            slot = bisect.bisect_left(running, timestamp, slot)
+            while slot < count and own[slot] < timestamp:  # the running max came from an earlier batch
+                slot += 1
             if slot >= count:
                 # No tabled batch reaches the timestamp: none of the segment does, if it is tabled whole.
                 return None if table.end == self._log.size else WOULD_BLOCK
@@ -1937,21 +1960,33 @@ class LogSegment:
         self, table: BatchTable, slot: int, timestamp: int, starting_offset: int
     ) -> TimestampOffset | WouldBlock | None:
         # The first record of batch `slot` at or after `starting_offset` with a timestamp >= `timestamp`.
-        placed = self._placed_batch(table, slot, self._log.size)
-        if placed is None:
+        # _placed_batch and BatchTable.span, inlined: a time lookup's hottest lines.
+        positions = table.positions
+        position = positions[slot]
+        size = (positions[slot + 1] if slot + 1 < len(positions) else table.end) - position
+        if position + size > self._log.size:
             return WOULD_BLOCK
-        first, position, size, records = placed
+        first = table.last_offsets[slot - 1] + 1 if slot else table.base_offset
+        records = self._record_tables.get(position) if size >= _RECORD_TABLE_MIN_BYTES else None
         skip = starting_offset - first if starting_offset > first else 0
         if records is not None:
-            index = records.first_at_or_after(timestamp, skip)
-            if index >= len(records):
+            # RecordTable.first_at_or_after and __len__, inlined.
+            stamps = records.timestamps
+            count = len(stamps)
+            if records.sorted:
+                index = bisect.bisect_left(stamps, timestamp, skip)
+            else:
+                index = skip
+                while index < count and stamps[index] < timestamp:
+                    index += 1
+            if index >= count:
                 return None  # (the table was built from the CRC-verified batch; no byte is read)
             # The record itself, read now (its header checked against the table): the read that
             # usually follows takes it as it is.
             record = self._from_record_table(records, index, None)
             if record is not None:
                 self._verified = (position, size, [record], False)
-                return TimestampOffset(records.timestamps[index], first + index)
+                return _new_timestamp_offset((records.timestamps[index], first + index))
             self._record_tables.pop(position, None)
             self._budget.release(records)
         if size <= _DECODED_BATCH_MAX_BYTES:
@@ -1975,7 +2010,7 @@ class LogSegment:
                 for record in decoded:
                     if record.offset >= starting_offset and record.timestamp >= timestamp:  # type: ignore[operator]
                         self._verified = (position, size, decoded, True)
-                        return TimestampOffset(record.timestamp, record.offset)  # type: ignore[arg-type]
+                        return _new_timestamp_offset((record.timestamp, record.offset))
                 return None
         elif size < _RECORD_TABLE_MIN_BYTES:
             # A mid-sized batch: the timestamp column searched and the one record found built in C (the
@@ -1990,7 +2025,7 @@ class LogSegment:
                 hit = first_batch_record_at_time(window, timestamp, starting_offset)
                 if hit is not None:
                     self._verified = (position, size, [hit], False)
-                    return TimestampOffset(hit.timestamp, hit.offset)  # type: ignore[arg-type]
+                    return _new_timestamp_offset((hit.timestamp, hit.offset))
         checked = self._checked_window(position, size, first, table.last_offsets[slot])
         if checked is None:
             return WOULD_BLOCK
@@ -2770,6 +2805,21 @@ class LogSegments(Generic[SegmentT]):
         if active is None or from_offset > active.base_offset:
             return []
         return self.values(from_offset, active.base_offset)
+
+    def live_from(self, offset: int) -> tuple[list[int], list[SegmentT]]:
+        """Base offsets and segments from the one holding ``offset`` on (all when ``offset`` is below them all).
+
+        Two new lists, in step: a caller that awaits while it walks them sees
+        the segments as they were.
+        """
+        bases = self._bases[max(bisect.bisect_right(self._bases, offset) - 1, 0) :]
+        return bases, list(map(self._segments.__getitem__, bases))
+
+    def following_base(self, base_offset: int, default: int) -> int:
+        """The smallest base offset > ``base_offset`` (``default`` when none): where that segment's offsets end."""
+        bases = self._bases
+        i = bisect.bisect_right(bases, base_offset)
+        return bases[i] if i < len(bases) else default
 
     def floor_segment(self, offset: int) -> SegmentT | None:
         """The segment with the largest base offset ≤ ``offset`` (the one that would hold it)."""

@@ -1,0 +1,73 @@
+"""A time lookup and the one-record read that follows it, answered from the batch table and the page cache,
+cost a small, fixed number of Python calls.
+
+``offset_for_timestamp(ts)`` then ``read(offset, 1)`` is a handful of microseconds of work on the event loop,
+so its Python calls are most of its cost: every helper, property and NamedTuple construction on the path
+shows in the p50. Counted (``sys.setprofile``), not timed. Before the path was trimmed, one lookup + read
+made about forty Python calls; the checks on the bytes read (the table against the batch header, the CRC
+in the C reader) are the same.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from seglog.engine import Engine, LogConfig, PartitionLog, Record
+
+PURE_PYTHON = bool(os.environ.get("SEGLOG_PURE_PYTHON"))
+BASE_TS = 1_700_000_000_000
+# Python calls (every frame, seglog's or not) of one cached lookup + one-record read, with the C reader.
+MAX_CALLS = 20
+
+
+async def profiled_lookup_and_read(log: PartitionLog, timestamp: int) -> tuple[int, Record]:
+    """The Python calls of one awaited ``offset_for_timestamp`` then ``read(offset, 1)``, and the record read."""
+    calls = 0
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        found = await log.offset_for_timestamp(timestamp)
+        assert found is not None
+        result = await log.read(found.offset, 1)
+    finally:
+        sys.setprofile(None)
+    return calls, result.records[0]
+
+
+@pytest.mark.skipif(PURE_PYTHON, reason="the pure-Python reader decodes in Python calls by design")
+@pytest.mark.parametrize(
+    "per_append",
+    [
+        pytest.param(1, id="one-record-batches-decoded-whole"),
+        pytest.param(100, id="mid-sized-batches-searched-in-C"),
+    ],
+)
+async def test_a_cached_time_lookup_and_its_read_make_a_small_fixed_number_of_python_calls(
+    tmp_path: Path, per_append: int
+) -> None:
+    async with Engine.open(tmp_path, LogConfig()) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        count = 2000
+        for first in range(0, count, per_append):
+            await log.append(
+                [Record(b"v%05d" % i + bytes(94), b"k", BASE_TS + i) for i in range(first, first + per_append)]
+            )
+        for i in range(0, count, 97):  # the first lookups table the segment's batches (one walk)
+            found = await log.offset_for_timestamp(BASE_TS + i)
+            assert found is not None
+            await log.read(found.offset, 1)
+        for target in (1234, 1235, 17):
+            calls, record = await profiled_lookup_and_read(log, BASE_TS + target)
+            assert (record.offset, record.timestamp) == (target, BASE_TS + target)
+            assert calls <= MAX_CALLS, f"{calls} Python calls for one cached time lookup + read"
