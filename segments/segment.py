@@ -1756,16 +1756,6 @@ class LogSegment:
             self._record_tables[position] = table
         return table
 
-    def _placed_batch(
-        self, table: BatchTable, slot: int, limit: int
-    ) -> tuple[int, int, int, RecordTable | None] | None:
-        # (first offset, position, size, its record table) of batch `slot`, when the table places it
-        # inside the readable size.
-        first, position, size = table.span(slot)
-        if position + size > limit:
-            return None
-        return first, position, size, self._record_tables.get(position) if size >= _RECORD_TABLE_MIN_BYTES else None
-
     def _checked_window(
         self, position: int, size: int, first: int, last: int
     ) -> tuple[bytes | bytearray, BatchHeader] | None:

@@ -18,6 +18,8 @@ from types import FrameType
 import pytest
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.engine.errors import CorruptRecordError
+from seglog.indexes import TimestampOffset
 
 PURE_PYTHON = bool(os.environ.get("SEGLOG_PURE_PYTHON"))
 BASE_TS = 1_700_000_000_000
@@ -71,3 +73,26 @@ async def test_a_cached_time_lookup_and_its_read_make_a_small_fixed_number_of_py
             calls, record = await profiled_lookup_and_read(log, BASE_TS + target)
             assert (record.offset, record.timestamp) == (target, BASE_TS + target)
             assert calls <= MAX_CALLS, f"{calls} Python calls for one cached time lookup + read"
+
+
+@pytest.mark.parametrize("answer", [pytest.param(5, id="below-its-base"), pytest.param(40, id="beyond-the-next-base")])
+async def test_a_lookup_answer_outside_its_segments_range_is_refused_as_a_misplaced_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: int
+) -> None:
+    # The range check the lean path makes inline (base <= offset < next base) refuses what the segment
+    # says, as before: a segment whose files are not where its name says gives no answer.
+    async with Engine.open(tmp_path, LogConfig()) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"a%d" % i, None, BASE_TS + i) for i in range(10)])
+        await log.roll()
+        await log.append([Record(b"b%d" % i, None, BASE_TS + i) for i in range(10, 30)])
+        await log.roll()
+        await log.append([Record(b"c%d" % i, None, BASE_TS + i) for i in range(30, 50)])
+        segment = log._segments.floor_segment(15)
+        assert segment is not None and segment.base_offset == 10
+        monkeypatch.setattr(
+            segment, "find_offset_by_timestamp_cached", lambda ts, start: TimestampOffset(BASE_TS + 15, answer)
+        )
+        with pytest.raises(CorruptRecordError, match="misplaced segment"):
+            await log.offset_for_timestamp(BASE_TS + 15)

@@ -112,3 +112,20 @@ async def test_lss6_update_parent_dir(make_segment: SegmentFactory, tmp_path: Pa
     for path in (seg.log_path, seg.offset_index_path, seg.time_index_path, seg.txn_index_path):
         assert path.parent == new_dir
     old_dir.rename(new_dir)  # the files moved with the directory; the open descriptor follows
+
+
+def test_live_from_gives_bases_and_segments_from_the_one_holding_the_offset_in_new_lists() -> None:
+    segs, m = segments_of(10, 20, 30)
+    assert segs.live_from(25) == ([20, 30], [m[20], m[30]])
+    assert segs.live_from(20) == ([20, 30], [m[20], m[30]])
+    assert segs.live_from(0) == ([10, 20, 30], [m[10], m[20], m[30]])  # below the first: all
+    bases, live = segs.live_from(0)
+    segs.remove(20)  # a roll or a deletion while a caller walks its lists: they do not change
+    assert (bases, live) == ([10, 20, 30], [m[10], m[20], m[30]])
+
+
+def test_following_base_is_the_next_segments_base_or_the_default_for_the_last() -> None:
+    segs, _ = segments_of(10, 20, 30)
+    assert segs.following_base(10, 99) == 20
+    assert segs.following_base(20, 99) == 30
+    assert segs.following_base(30, 99) == 99
