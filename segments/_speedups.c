@@ -1353,6 +1353,9 @@ decode_records(PyObject *self, PyObject *args)
 #define MIN_RECORD_BYTES 2
 #define BODY_FIXED_BYTES 6
 
+#define CONTROL_BIT 0x20
+#define TRANSACTIONAL_BIT 0x10
+
 static inline unsigned long long
 be(const unsigned char *p, int n)
 {
@@ -1362,13 +1365,84 @@ be(const unsigned char *p, int n)
     return v;
 }
 
+/* The fields of a batch header (FORMAT.md 2.1), as batch.read_header unpacks them. */
+typedef struct {
+    long long base_offset, size, last_offset_delta, base_ts, max_ts, producer_id, count;
+    long long last; /* base_offset + last_offset_delta, set by plain_header_ok */
+    unsigned long long crc;
+    unsigned magic;
+    int attributes;
+} Header;
+
+static inline void
+parse_header(const unsigned char *p, Header *h)
+{
+    h->base_offset = (long long)be(p, 8);
+    h->size = LOG_OVERHEAD + (long long)(int32_t)be(p + 8, 4);
+    h->magic = p[16];
+    h->crc = be(p + CRC_OFFSET, 4);
+    h->attributes = (int16_t)be(p + 21, 2);
+    h->last_offset_delta = (int32_t)be(p + 23, 4);
+    h->base_ts = (long long)be(p + 27, 8);
+    h->max_ts = (long long)be(p + 35, 8);
+    h->producer_id = (long long)be(p + 43, 8);
+    h->count = (int32_t)be(p + 57, 4);
+    h->last = -1;
+}
+
+/*
+ * Whether `h` is a seglog batch header batch.header_problem passes with max_batch_bytes `max_size`
+ * (magic, lengths, attribute bits, no compression, no control bit, a transactional batch's producer,
+ * the record count, the offset range, the timestamps); sets h->last. The one copy of those rules
+ * here: every reader of this module checks headers with it. A Kafka batch (magic 2) is never
+ * plain: its rules are kafka_batch.header_problem's, in Python.
+ */
+static inline int
+plain_header_ok(Header *h, long long max_size)
+{
+    return h->magic == MAGIC && h->size >= MIN_BATCH_SIZE && h->size <= max_size &&
+           !(h->attributes & ~KNOWN_ATTRIBUTES) && !(h->attributes & (COMPRESSION_MASK | CONTROL_BIT)) &&
+           !((h->attributes & TRANSACTIONAL_BIT) && h->producer_id < 0) && h->count >= 1 &&
+           h->count <= h->last_offset_delta + 1 &&
+           h->count * MIN_RECORD_BYTES + BODY_FIXED_BYTES <= h->size - HEADER_SIZE && h->base_offset >= 0 &&
+           add_int64(h->base_offset, h->last_offset_delta, &h->last) && h->max_ts >= h->base_ts && h->base_ts >= 0;
+}
+
+/*
+ * google-crc32c's own C function, crc32c_extend(crc, data, size) of its C API (crc32c/crc32c.h), when
+ * batch.py found its library loaded (use_native_crc32c): the CRC of a small batch then costs no
+ * bytes copy and no Python call (for one-record batches those were most of a fetch's time). NULL:
+ * the crc32c object passed in (google_crc32c.value) is called on a bytes copy.
+ */
+typedef uint32_t (*crc32c_extend_fn)(uint32_t crc, const uint8_t *data, size_t count);
+static crc32c_extend_fn native_crc32c = NULL;
+
+/* The CRC-32C of data[0:size] into *out: 1, or 0 with an exception set (`crc32c` failed). */
+static int
+crc32c_of(PyObject *crc32c, const unsigned char *data, Py_ssize_t size, unsigned long long *out)
+{
+    if (native_crc32c != NULL) {
+        *out = native_crc32c(0, data, (size_t)size);
+        return 1;
+    }
+    PyObject *covered = PyBytes_FromStringAndSize((const char *)data, size);
+    if (covered == NULL)
+        return 0;
+    PyObject *computed = PyObject_CallOneArg(crc32c, covered);
+    Py_DECREF(covered);
+    if (computed == NULL)
+        return 0;
+    *out = PyLong_AsUnsignedLongLong(computed);
+    Py_DECREF(computed);
+    return !(*out == (unsigned long long)-1 && PyErr_Occurred());
+}
+
 /*
  * batch_records(record_type, crc32c, buf, start_offset, max_bytes) -> list[Record] | None
  *
  * What a read of the batch at the start of `buf` returns, as FetchData.records builds it: the
- * header checked as batch.header_problem checks it (max_batch_bytes: len(buf)), the batch whole
- * in `buf`, its CRC-32C (`crc32c`: google_crc32c.value, called on a bytes copy of the covered
- * bytes) equal to the header's, and its body read by decode_records from start_offset on, up to
+ * header checked as batch.header_problem checks it (plain_header_ok, max_batch_bytes: len(buf)),
+ * the batch whole in `buf`, its CRC-32C (crc32c_of) equal to the header's, and its body read by decode_records from start_offset on, up to
  * max_bytes (-1: every record). None when anything is not exactly so: the Python path then
  * raises the documented error (or reads what this function does not take).
  */
@@ -1381,41 +1455,23 @@ batch_records(PyObject *self, PyObject *args)
     long long start_offset, max_bytes;
     if (!PyArg_ParseTuple(args, "O!Oy*LL", &PyType_Type, &type, &crc32c, &view, &start_offset, &max_bytes))
         return NULL;
-    PyObject *result = NULL, *covered = NULL, *computed = NULL;
+    PyObject *result = NULL;
     const unsigned char *p = view.buf;
+    Header h;
     if (view.len < HEADER_SIZE)
         goto fallback;
-    long long base_offset = (long long)be(p, 8);
-    long long batch_length = (int32_t)be(p + 8, 4);
-    unsigned magic = p[16];
-    unsigned long long crc = be(p + CRC_OFFSET, 4);
-    int attributes = (int16_t)be(p + 21, 2);
-    long long last_offset_delta = (int32_t)be(p + 23, 4);
-    long long base_ts = (long long)be(p + 27, 8);
-    long long max_ts = (long long)be(p + 35, 8);
-    long long count = (int32_t)be(p + 57, 4);
-    long long size = LOG_OVERHEAD + batch_length, last;
-    if (magic != MAGIC || size < MIN_BATCH_SIZE || size > view.len || (attributes & ~KNOWN_ATTRIBUTES) ||
-        (attributes & COMPRESSION_MASK) || count < 1 || count > last_offset_delta + 1 ||
-        count * MIN_RECORD_BYTES + BODY_FIXED_BYTES > size - HEADER_SIZE || base_offset < 0 ||
-        !add_int64(base_offset, last_offset_delta, &last) || max_ts < base_ts || base_ts < 0 ||
-        start_offset > last)
+    parse_header(p, &h);
+    if (!plain_header_ok(&h, view.len) || start_offset > h.last)
         goto fallback;
-    covered = PyBytes_FromStringAndSize((const char *)p + CRC_START, (Py_ssize_t)(size - CRC_START));
-    if (covered == NULL)
+    unsigned long long value;
+    if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(h.size - CRC_START), &value))
         goto error;
-    computed = PyObject_CallOneArg(crc32c, covered);
-    if (computed == NULL)
-        goto error;
-    unsigned long long value = PyLong_AsUnsignedLongLong(computed);
-    if (value == (unsigned long long)-1 && PyErr_Occurred())
-        goto fallback;
-    if (value != crc)
+    if (value != h.crc)
         goto fallback; /* the Python path reports the mismatch */
-    long long lo = start_offset > base_offset ? start_offset - base_offset : 0;
-    result = records_of_body(type, p + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE), (Py_ssize_t)count,
-                             last_offset_delta, base_offset, base_ts, max_ts, attributes & TIMESTAMP_TYPE_BIT,
-                             (Py_ssize_t)lo, max_bytes < 0 ? -1 : max_bytes);
+    long long lo = start_offset > h.base_offset ? start_offset - h.base_offset : 0;
+    result = records_of_body(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE), (Py_ssize_t)h.count,
+                             h.last_offset_delta, h.base_offset, h.base_ts, h.max_ts,
+                             h.attributes & TIMESTAMP_TYPE_BIT, (Py_ssize_t)lo, max_bytes < 0 ? -1 : max_bytes);
     goto done;
 
 fallback:
@@ -1426,25 +1482,12 @@ fallback:
 error:
     result = NULL;
 done:
-    Py_XDECREF(covered);
-    Py_XDECREF(computed);
     PyBuffer_Release(&view);
     return result;
 }
 
 /* ---- many whole batches: the walk of a fetch (batch.decode_batches, whole_batches_length) ---- */
 
-#define CONTROL_BIT 0x20
-#define TRANSACTIONAL_BIT 0x10
-
-/*
- * google-crc32c's own C function, crc32c_extend(crc, data, size) of its C API (crc32c/crc32c.h), when
- * batch.py found its library loaded (use_native_crc32c): the CRC of a small batch then costs no
- * bytes copy and no Python call (for one-record batches those were most of a fetch's time). NULL:
- * the crc32c object passed in (google_crc32c.value) is called, as batch_records does.
- */
-typedef uint32_t (*crc32c_extend_fn)(uint32_t crc, const uint8_t *data, size_t count);
-static crc32c_extend_fn native_crc32c = NULL;
 
 #if defined(__has_include)
 #if __has_include(<dlfcn.h>)
@@ -1495,26 +1538,6 @@ native_crc32c_in_use(PyObject *self, PyObject *Py_UNUSED(ignored))
     return PyBool_FromLong(native_crc32c != NULL);
 }
 
-/* The CRC-32C of data[0:size] into *out: 1, or 0 with an exception set (`crc32c` failed). */
-static int
-crc32c_of(PyObject *crc32c, const unsigned char *data, Py_ssize_t size, unsigned long long *out)
-{
-    if (native_crc32c != NULL) {
-        *out = native_crc32c(0, data, (size_t)size);
-        return 1;
-    }
-    PyObject *covered = PyBytes_FromStringAndSize((const char *)data, size);
-    if (covered == NULL)
-        return 0;
-    PyObject *computed = PyObject_CallOneArg(crc32c, covered);
-    Py_DECREF(covered);
-    if (computed == NULL)
-        return 0;
-    *out = PyLong_AsUnsignedLongLong(computed);
-    Py_DECREF(computed);
-    return !(*out == (unsigned long long)-1 && PyErr_Occurred());
-}
-
 /*
  * batches_records(record_type, crc32c, buf, position, start_offset, max_batch_bytes, expected, into)
  *   -> (position, expected)
@@ -1548,34 +1571,21 @@ batches_records(PyObject *self, PyObject *args)
         goto done; /* result NULL: set below */
     while (end - position >= HEADER_SIZE) {
         const unsigned char *p = buf + position;
-        long long base_offset = (long long)be(p, 8);
-        long long batch_length = (int32_t)be(p + 8, 4);
-        unsigned magic = p[16];
-        unsigned long long crc = be(p + CRC_OFFSET, 4);
-        int attributes = (int16_t)be(p + 21, 2);
-        long long last_offset_delta = (int32_t)be(p + 23, 4);
-        long long base_ts = (long long)be(p + 27, 8);
-        long long max_ts = (long long)be(p + 35, 8);
-        long long producer_id = (long long)be(p + 43, 8);
-        long long count = (int32_t)be(p + 57, 4);
-        long long size = LOG_OVERHEAD + batch_length, last;
-        if (magic != MAGIC || size < MIN_BATCH_SIZE || size > max_batch_bytes || size > end - position ||
-            (attributes & ~KNOWN_ATTRIBUTES) || (attributes & (COMPRESSION_MASK | CONTROL_BIT)) ||
-            ((attributes & TRANSACTIONAL_BIT) && producer_id < 0) || count < 1 || count > last_offset_delta + 1 ||
-            count * MIN_RECORD_BYTES + BODY_FIXED_BYTES > size - HEADER_SIZE || base_offset < 0 ||
-            !add_int64(base_offset, last_offset_delta, &last) || last == LLONG_MAX || max_ts < base_ts ||
-            base_ts < 0 || (expected >= 0 && base_offset != expected))
+        Header h;
+        parse_header(p, &h);
+        if (!plain_header_ok(&h, max_batch_bytes < end - position ? max_batch_bytes : end - position) ||
+            h.last == LLONG_MAX || (expected >= 0 && h.base_offset != expected))
             break; /* the last offset INT64_MAX: the next expected one is not an int64, Python's to handle */
         unsigned long long value;
-        if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(size - CRC_START), &value))
+        if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(h.size - CRC_START), &value))
             goto done;
-        if (value != crc)
+        if (value != h.crc)
             break; /* the Python path reports the mismatch */
-        if (last >= start_offset) {
-            long long lo = start_offset > base_offset ? start_offset - base_offset : 0;
-            PyObject *took = records_into(type, p + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE), (Py_ssize_t)count,
-                                          last_offset_delta, base_offset, base_ts, max_ts,
-                                          attributes & TIMESTAMP_TYPE_BIT, (Py_ssize_t)lo, -1, into);
+        if (h.last >= start_offset) {
+            long long lo = start_offset > h.base_offset ? start_offset - h.base_offset : 0;
+            PyObject *took = records_into(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE),
+                                          (Py_ssize_t)h.count, h.last_offset_delta, h.base_offset, h.base_ts,
+                                          h.max_ts, h.attributes & TIMESTAMP_TYPE_BIT, (Py_ssize_t)lo, -1, into);
             if (took == NULL)
                 goto done;
             int declined = took == Py_None;
@@ -1583,13 +1593,81 @@ batches_records(PyObject *self, PyObject *args)
             if (declined)
                 break;
         }
-        expected = last + 1;
-        position += (Py_ssize_t)size;
+        expected = h.last + 1;
+        position += (Py_ssize_t)h.size;
     }
     result = Py_BuildValue("nL", position, expected);
 done:
     if (result == NULL && !PyErr_Occurred())
         PyErr_SetString(PyExc_ValueError, "batches_records: position must be >= 0 and record_type a tuple type");
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- a batch table's header walk (batch_table.walk_batch_table) ---- */
+
+/*
+ * walk_headers(window, at, position, end, stop_at, expected, max_entries)
+ *   -> (taken, position, expected, last_offsets, positions, max_timestamps)
+ *
+ * walk_batch_table's loop over the headers of one window of a .log: from window[at] (file position
+ * `position`) on, each header that lies whole in the window, whose batch starts before `end` and
+ * `stop_at`, is plain (plain_header_ok, max_batch_bytes: `end` - its position, as the Python walk
+ * checks it) and has base offset `expected` is tabled, up to `max_entries`. It stops before the
+ * first header that is anything else (a Kafka batch, a damaged header, one beyond the window): the
+ * Python loop then decides about exactly that header. Returns how many it took, the position and
+ * expected base offset after them, and the three columns as native int64 bytes (array('q')).
+ */
+static PyObject *
+walk_headers(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t at, max_entries;
+    long long position, end, stop_at, expected;
+    if (!PyArg_ParseTuple(args, "y*nLLLLn", &view, &at, &position, &end, &stop_at, &expected, &max_entries))
+        return NULL;
+    PyObject *result = NULL, *columns[3] = {NULL, NULL, NULL};
+    int64_t *out = NULL; /* the three columns, `room` entries each */
+    Py_ssize_t taken = 0, room = 0;
+    if (at < 0 || at > view.len || max_entries < 0) {
+        PyErr_SetString(PyExc_ValueError, "walk_headers: at must lie in the window and max_entries be >= 0");
+        goto done;
+    }
+    /* At most one entry per HEADER_SIZE bytes of the window: the columns' size, trimmed at the end. */
+    room = (view.len - at) / HEADER_SIZE;
+    if (room > max_entries)
+        room = max_entries;
+    out = PyMem_Malloc(3 * (size_t)(room > 0 ? room : 1) * sizeof(int64_t));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *buf = view.buf;
+    while (taken < room && position < end && position < stop_at && view.len - at >= HEADER_SIZE) {
+        Header h;
+        parse_header(buf + at, &h);
+        if (!plain_header_ok(&h, end - position) || h.base_offset != expected || h.last == LLONG_MAX)
+            break;
+        out[taken] = h.last;
+        out[room + taken] = position;
+        out[2 * room + taken] = h.max_ts;
+        taken++;
+        expected = h.last + 1;
+        position += h.size;
+        if (h.size > view.len - at)
+            break; /* the next header lies beyond this window */
+        at += (Py_ssize_t)h.size;
+    }
+    for (int i = 0; i < 3; i++) {
+        columns[i] = PyBytes_FromStringAndSize((const char *)(out + i * room), taken * (Py_ssize_t)sizeof(int64_t));
+        if (columns[i] == NULL)
+            goto done;
+    }
+    result = Py_BuildValue("nLLOOO", taken, position, expected, columns[0], columns[1], columns[2]);
+done:
+    PyMem_Free(out);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(columns[i]);
     PyBuffer_Release(&view);
     return result;
 }
@@ -1721,6 +1799,7 @@ static PyMethodDef methods[] = {
     {"batches_records", batches_records, METH_VARARGS, "decode_batches' loop over the plain valid batches of a buffer."},
     {"use_native_crc32c", use_native_crc32c, METH_VARARGS, "Compute batches_records' CRCs with google-crc32c's C function."},
     {"native_crc32c_in_use", native_crc32c_in_use, METH_NOARGS, "Whether batches_records uses google-crc32c's C function."},
+    {"walk_headers", walk_headers, METH_VARARGS, "walk_batch_table's loop over the plain headers of one window."},
     {"whole_batches_length", whole_batches_length, METH_VARARGS, "The bytes of whole, following-on batches at a buffer's start."},
     {NULL, NULL, 0, NULL},
 };

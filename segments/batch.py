@@ -1020,8 +1020,8 @@ def first_batch_records(buf: bytes | bytearray, start_offset: int, max_bytes: in
     ``max_bytes`` must be ints in [0, 2**63-1]; ``buf`` must start with the batch.
     """
     fast = _fast
-    if fast is None or (len(buf) > _ATTRIBUTES_LOW and buf[_ATTRIBUTES_LOW] & CONTROL_BIT):
-        return None  # the C reader predates the control bit: the Python path refuses such a batch
+    if fast is None:
+        return None
     got: list[Record] | None = fast.batch_records(
         Record, _crc_value, buf, start_offset, -1 if max_bytes is None else max_bytes
     )
@@ -1089,7 +1089,6 @@ def decode_first_batch(
         and 0 <= start_offset <= INT64_MAX
         and (max_bytes is None or (type(max_bytes) is int and 0 <= max_bytes <= INT64_MAX))
         and (not isinstance(buf, memoryview) or buf.c_contiguous)
-        and not (len(buf) > _ATTRIBUTES_LOW and buf[_ATTRIBUTES_LOW] & CONTROL_BIT)
     ):
         got: list[Record] | None = _fast.batch_records(
             Record, _crc_value, buf, start_offset, -1 if max_bytes is None else max_bytes

@@ -27,9 +27,11 @@ from typing import Final, NamedTuple
 
 import msgpack
 
+from seglog.segments._native import optional_c_module
 from seglog.segments.batch import (
     CONTROL_BIT,
     HEADER_SIZE,
+    INT64_MAX,
     LOG_OVERHEAD,
     MAGIC,
     BatchHeader,
@@ -67,6 +69,7 @@ _WALK_WINDOW: Final = 256 * 1024
 # point read reads its headers, which with small batches means its whole file, so a large segment is
 # tabled a part per read rather than all at once.
 WALK_MAX_BYTES: Final = 16 << 20
+_fast: Final = optional_c_module("_speedups")  # walk_headers: the walk's loop over plain headers
 
 
 class TableBudget:
@@ -285,6 +288,7 @@ def walk_batch_table(
     expected = expected_base
     stop_at = start + max_bytes
     complete = False
+    fast = _fast if expected <= INT64_MAX else None
     while True:
         if position >= end or position >= stop_at:
             complete = True
@@ -297,6 +301,17 @@ def walk_batch_table(
             window = pread(position, min(_WALK_WINDOW, end - position))
             if len(window) < HEADER_SIZE:
                 break
+        if fast is not None:
+            # The plain seglog headers of the window in one C call; it stops before anything else
+            # (a Kafka batch's header, a damaged one, the window's end), which the lines below decide.
+            taken, position, expected, lasts, starts, stamps = fast.walk_headers(
+                window, at, position, end, stop_at, expected, max_entries - len(positions)
+            )
+            if taken:
+                last_offsets.frombytes(lasts)
+                positions.frombytes(starts)
+                max_timestamps.frombytes(stamps)
+                continue
         header = read_header(window, at)
         # Every check the header walk makes: a time lookup skips batches by the largest timestamp
         # noted here, as the walk skips them by their header.

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import seglog.segments.batch as batch_module
+import seglog.segments.batch_table as batch_table_module
 from seglog.engine.log import segment_append
 from seglog.segments import fileio
 from seglog.segments.batch import TimestampType, encode_batch, read_header
@@ -23,13 +24,15 @@ SegmentFactory = Callable[..., Coroutine[Any, Any, LogSegment]]
 
 @contextmanager
 def python_only() -> Iterator[None]:
-    """The segment codec without its C module (``batch._fast``) while the block runs."""
-    saved = batch_module._fast
+    """The segment codec and the batch tables' walk without their C module while the block runs."""
+    saved, saved_walk = batch_module._fast, batch_table_module._fast
     batch_module._fast = None
+    batch_table_module._fast = None  # type: ignore[misc]  # Final: replaced only while the block runs
     try:
         yield
     finally:
         batch_module._fast = saved
+        batch_table_module._fast = saved_walk  # type: ignore[misc]
 
 
 def outcome(fn: Callable[[], object]) -> object:

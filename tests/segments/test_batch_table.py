@@ -7,10 +7,14 @@ import random
 from pathlib import Path
 
 import pytest
-from seghelpers import SegmentFactory, append
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafkahelpers import kafka_batch
+from seghelpers import SegmentFactory, append, both
 
 from seglog.segments import batch as batch_module
-from seglog.segments.batch import TimestampType, encode_batch, read_header
+from seglog.segments import batch_table as batch_table_module
+from seglog.segments.batch import HEADER_SIZE, TimestampType, encode_batch, read_header
 from seglog.segments.batch_table import (
     BatchTable,
     TableBudget,
@@ -210,6 +214,81 @@ def test_a_walk_stops_after_its_byte_limit_and_the_next_goes_on() -> None:
     assert not table.extend(rest)  # it no longer begins at the table's end
     capped = walk_batch_table(lambda p, n: data[p : p + n], 0, len(data), 0, 3)
     assert not capped.complete and len(capped.positions) == 3
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shapes=st.lists(st.tuples(st.booleans(), st.integers(1, 12), st.integers(0, 300)), min_size=1, max_size=30),
+    damage=st.one_of(st.none(), st.tuples(st.integers(0, 29), st.integers(0, 1 << 16), st.integers(1, 255))),
+    gap=st.one_of(st.none(), st.integers(0, 29)),
+    window=st.integers(61, 4096),
+    max_entries=st.integers(0, 40),
+    max_bytes=st.integers(1, 1 << 16),
+    start_batch=st.integers(0, 5),
+)
+def test_the_c_walk_tables_exactly_what_the_python_walk_tables(
+    shapes: list[tuple[bool, int, int]],
+    damage: tuple[int, int, int] | None,
+    gap: int | None,
+    window: int,
+    max_entries: int,
+    max_bytes: int,
+    start_batch: int,
+) -> None:
+    # Seglog and Kafka batches back to back (a log written by both front ends), maybe one byte damaged or
+    # an offset skipped, read through windows of any size (headers across a window's end), from any batch on.
+    parts, offset = [], 0
+    for n, (kafka, count, value_bytes) in enumerate(shapes):
+        offset += n == gap
+        records = [Record(b"v" * value_bytes, None, BASE_TS + offset + i) for i in range(count)]
+        if kafka:
+            parts.append(kafka_batch(offset, records))
+        else:
+            parts.append(encode_batch(offset, records, timestamp_type=TimestampType.CREATE_TIME, now_ms=0))
+        offset += count
+    data = bytearray(b"".join(parts))
+    if damage is not None:  # mostly a header byte (what the walk reads), else anywhere in a batch
+        which, at, bits = damage
+        which %= len(parts)
+        at = at % HEADER_SIZE if at % 4 else at % len(parts[which])
+        data[sum(len(part) for part in parts[:which]) + at] ^= bits
+    start_batch = min(start_batch, len(parts) - 1)
+    start = sum(len(part) for part in parts[:start_batch])
+    expected = sum(count for _, count, _ in shapes[:start_batch]) + (gap is not None and gap < start_batch)
+    saved = batch_table_module._WALK_WINDOW
+    batch_table_module._WALK_WINDOW = window  # type: ignore[misc]  # Final: small windows, many refills
+    try:
+        fast, slow = both(
+            lambda: walk_batch_table(lambda p, n: bytes(data[p : p + n]), start, len(data), expected, max_entries,
+                                     max_bytes)
+        )
+    finally:
+        batch_table_module._WALK_WINDOW = saved  # type: ignore[misc]
+    assert fast == slow
+    if damage is None and gap is None and max_entries >= len(parts) and max_bytes >= len(data):
+        assert fast[0] == "ok" and fast[1].end == len(data)  # type: ignore[index]
+
+
+def test_the_c_walk_is_what_a_walk_uses_with_the_c_module() -> None:
+    # The comparison above means something only if the C loop runs: it tables these without the Python loop.
+    data = b"".join(_batch(i * 2, 2, 30) for i in range(50))
+    calls = 0
+    real = batch_module.read_header
+
+    def counting(buf: bytes | bytearray | memoryview, position: int = 0) -> object:
+        nonlocal calls
+        calls += 1
+        return real(buf, position)
+
+    if batch_table_module._fast is None:
+        pytest.skip("the C module is not built (SEGLOG_PURE_PYTHON): the Python walk is the only one")
+    saved = batch_table_module.read_header
+    batch_table_module.read_header = counting  # type: ignore[assignment]
+    try:
+        build = walk_batch_table(lambda p, n: data[p : p + n], 0, len(data), 0, 1000)
+    finally:
+        batch_table_module.read_header = saved
+    assert len(build.positions) == 50 and build.end == len(data) and calls == 0
 
 
 async def test_a_segment_is_tabled_a_part_per_read(

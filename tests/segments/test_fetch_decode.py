@@ -264,6 +264,21 @@ def test_an_attribute_bit_set_in_a_resealed_batch_reads_as_the_python_loop_reads
     assert (fast[0] == "ok") == (bits == 0x08)  # type: ignore[index]
 
 
+@pytest.mark.parametrize("bits", [0x01, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80])
+def test_an_attribute_bit_set_in_a_resealed_batch_reads_in_a_point_read_as_in_python(bits: int) -> None:
+    # The one-batch reader (a point read, a time lookup's read) checks the header with the same rules as
+    # the fetch loop: a transactional batch without a producer id, the control bit, a codec or an
+    # unknown bit is refused, never served from C while Python refuses it.
+    resealed = bytearray(seglog_batch(10, 3))
+    resealed[22] |= bits
+    struct.pack_into(">I", resealed, 17, google_crc32c.value(bytes(resealed[21:])))
+    fast, slow = both(lambda: batch_module.decode_first_batch(bytes(resealed), start_offset=11))
+    assert fast == slow
+    assert (fast[0] == "ok") == (bits == 0x08)  # type: ignore[index]
+    taken = batch_module.first_batch_records(bytes(resealed), 11, None)
+    assert (taken is not None) == (bits == 0x08 and batch_module._fast is not None)
+
+
 @pytest.mark.parametrize("length", [0, -5, -(2**31)])
 def test_a_batch_length_that_is_not_positive_ends_the_whole_batches(length: int) -> None:
     first = seglog_batch(0, 2)
