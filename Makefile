@@ -13,13 +13,13 @@ STAMP       := $(VENV)/.seglog-installed-test
 
 # (Re)install when pyproject.toml, setup.py or the C module change; the editable install keeps the console
 # script `seglog` and the pytest plugin pointing at this tree.
-$(RUN_STAMP): pyproject.toml setup.py segments/_speedups.c segments/_kafka_speedups.c
+$(RUN_STAMP): pyproject.toml setup.py segments/_speedups.c segments/_kafka_speedups.c segments/_kafka_records.h
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(RUN_EXTRAS)]'
 	touch $(RUN_STAMP)
 
-$(STAMP): pyproject.toml setup.py segments/_speedups.c segments/_kafka_speedups.c
+$(STAMP): pyproject.toml setup.py segments/_speedups.c segments/_kafka_speedups.c segments/_kafka_records.h
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(TEST_EXTRAS)]'

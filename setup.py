@@ -11,11 +11,16 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("seglog.segments._speedups", sources=["segments/_speedups.c"], optional=True, extra_compile_args=["-O2"]),
-        # The writer's walk of a produced Kafka batch (segments/kafka_batch.py is its reference).
+        # segments/_kafka_records.h, the reader's walk of a Kafka batch's records, is compiled into both.
         Extension(
-            "seglog.segments._kafka_speedups", sources=["segments/_kafka_speedups.c"], optional=True,
-            extra_compile_args=["-O2"],
+            "seglog.segments._speedups", sources=["segments/_speedups.c"], depends=["segments/_kafka_records.h"],
+            optional=True, extra_compile_args=["-O2"],
+        ),
+        # The writer's walk of a produced Kafka batch and the reader's of a stored one (segments/kafka_batch.py
+        # is their reference).
+        Extension(
+            "seglog.segments._kafka_speedups", sources=["segments/_kafka_speedups.c"],
+            depends=["segments/_kafka_records.h"], optional=True, extra_compile_args=["-O2"],
         ),
     ]
 )

@@ -2,52 +2,18 @@
  * seglog.segments._kafka_speedups: the record walk of Kafka's RecordBatch v2 in C.
  *
  * seglog.segments.kafka_batch is the reference (docs/FORMAT.md §2.5); this module only answers
- * "all good" faster for the check a produced batch gets before it is stored, and returns None for
- * anything else, after which the Python walk decides and says what is wrong. Kept apart from
- * _speedups.c (seglog's own format): a second format, a second small module.
+ * "all good" faster for the check a produced batch gets before it is stored (produced_records_ok),
+ * and builds the Records of a stored batch a read returns (stored_records, the reader's walk of
+ * _kafka_records.h, which _speedups.c's fetch loop shares); it returns None for anything else, after
+ * which the Python walk decides and says what is wrong. Kept apart from _speedups.c (seglog's own
+ * format): a second format, a second small module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
-/* A zigzag varint of at most `max_bytes` bytes at *pos (< end). 0 when it is cut short, too long
- * or (for a varlong) wider than 64 bits: the Python walk reports those. */
-static int
-read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, int64_t *out)
-{
-    uint64_t raw = 0;
-    Py_ssize_t p = *pos;
-    for (int i = 0; i < max_bytes; i++) {
-        if (p >= end)
-            return 0;
-        unsigned char byte = buf[p++];
-        if (i == 9 && byte > 1)
-            return 0;
-        raw |= (uint64_t)(byte & 0x7F) << (7 * i);
-        if (byte < 0x80) {
-            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            *pos = p;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* A length-prefixed field (key, value, header key or value) from *pos: 1 and its start/length
- * (length -1: null), 0 when it does not fit before `stop`. */
-static int
-read_field(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t stop, Py_ssize_t *start, int64_t *length)
-{
-    if (!read_varint(buf, pos, stop, 5, length))
-        return 0;
-    if (*length == -1)
-        return 1;
-    if (*length < 0 || *length > stop - *pos)
-        return 0;
-    *start = *pos;
-    *pos += (Py_ssize_t)*length;
-    return 1;
-}
+#include "_kafka_records.h"
 
 /* A header key: valid UTF-8 without NUL (what a seglog header key may be). */
 static int
@@ -89,15 +55,15 @@ produced_records_ok(PyObject *self, PyObject *args)
     for (long long index = 0; ok && index < count; index++) {
         int64_t length, ts_delta, offset_delta, size, headers, ts;
         Py_ssize_t start;
-        if (!read_varint(buf, &pos, end, 5, &length) || length < 6 || length > end - pos) {
+        if (!kr_read_varint(buf, &pos, end, 5, &length) || length < 6 || length > end - pos) {
             ok = 0;
             break;
         }
         Py_ssize_t stop = pos + (Py_ssize_t)length;
         pos += 1; /* record attributes */
-        if (!read_varint(buf, &pos, stop, 10, &ts_delta) || !read_varint(buf, &pos, stop, 5, &offset_delta) ||
-            offset_delta != index || !read_field(buf, &pos, stop, &start, &size) ||
-            !read_field(buf, &pos, stop, &start, &size) || !read_varint(buf, &pos, stop, 5, &headers) ||
+        if (!kr_read_varint(buf, &pos, stop, 10, &ts_delta) || !kr_read_varint(buf, &pos, stop, 5, &offset_delta) ||
+            offset_delta != index || !kr_read_field(buf, &pos, stop, &start, &size) ||
+            !kr_read_field(buf, &pos, stop, &start, &size) || !kr_read_varint(buf, &pos, stop, 5, &headers) ||
             headers < 0 || headers > (stop - pos) / 2) {
             ok = 0;
             break;
@@ -105,8 +71,8 @@ produced_records_ok(PyObject *self, PyObject *args)
         for (int64_t h = 0; ok && h < headers; h++) {
             int64_t key_length, value_length;
             Py_ssize_t key_start = 0, value_start;
-            if (!read_field(buf, &pos, stop, &key_start, &key_length) || key_length < 0 ||
-                !read_field(buf, &pos, stop, &value_start, &value_length) || value_length < 0 ||
+            if (!kr_read_field(buf, &pos, stop, &key_start, &key_length) || key_length < 0 ||
+                !kr_read_field(buf, &pos, stop, &value_start, &value_length) || value_length < 0 ||
                 !key_ok(buf + key_start, key_length))
                 ok = 0;
         }
@@ -130,9 +96,46 @@ produced_records_ok(PyObject *self, PyObject *args)
     return Py_BuildValue("(LO)", (long long)max_delta, missing ? Py_True : Py_False);
 }
 
+/*
+ * stored_records(record_type, section, count, base_offset, base_ts, max_ts, last_offset_delta,
+ *                log_append, start_offset, max_bytes) -> list[Record] | None
+ *
+ * kafka_records_into (segments/_kafka_records.h) into a new list: the Records of one stored batch's
+ * uncompressed records section, or None when anything is not exactly as the reader's rules say.
+ */
+static PyObject *
+stored_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *type;
+    Py_buffer view;
+    long long count, base_offset, base_ts, max_ts, last_offset_delta, start_offset, max_bytes;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "O!y*LLLLLpLL", &PyType_Type, &type, &view, &count, &base_offset, &base_ts, &max_ts,
+                          &last_offset_delta, &log_append, &start_offset, &max_bytes))
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out != NULL) {
+        switch (kafka_records_into(type, view.buf, view.len, count, base_offset, base_ts, max_ts, last_offset_delta,
+                                   log_append, start_offset, max_bytes, out)) {
+        case -1:
+            Py_CLEAR(out);
+            break;
+        case 0:
+            Py_DECREF(out);
+            out = Py_None;
+            Py_INCREF(out);
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"produced_records_ok", produced_records_ok, METH_VARARGS,
      "The writer's check of a produced batch's records: (max timestamp delta, missing timestamps) or None."},
+    {"stored_records", stored_records, METH_VARARGS,
+     "The Records a read of a stored batch's uncompressed records section returns, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -30,6 +30,8 @@
 #include <string.h>
 #include <limits.h>
 
+#include "_kafka_records.h" /* the reader's walk of a Kafka batch's records: batches_records takes plain ones */
+
 /* Exact bytes or None: what a key or a value may be. */
 static inline int
 is_bin(PyObject *o)
@@ -1262,15 +1264,9 @@ records_into(PyTypeObject *type, const unsigned char *body, Py_ssize_t body_len,
         PyObject *h = headers == NULL ? empty : PyList_GET_ITEM(headers, i - lo);
         Py_INCREF(h);
         PyTuple_SET_ITEM(record, 3, h);
-        PyObject *v = bytes_or_none(e->value, e->value_len), *k = bytes_or_none(e->key, e->key_len);
-        PyObject *ts = PyLong_FromLongLong(stamps[i - lo]), *off = PyLong_FromLongLong(base_offset + i);
-        PyTuple_SET_ITEM(record, 0, v);
-        PyTuple_SET_ITEM(record, 1, k);
-        PyTuple_SET_ITEM(record, 2, ts);
-        PyTuple_SET_ITEM(record, 4, off);
-        if (v == NULL || k == NULL || ts == NULL || off == NULL)
-            goto error; /* a tuple's NULL items are skipped by its dealloc */
-        PyObject_GC_UnTrack(record);
+        if (!fill_record(record, bytes_or_none(e->value, e->value_len), bytes_or_none(e->key, e->key_len),
+                         PyLong_FromLongLong(stamps[i - lo]), PyLong_FromLongLong(base_offset + i)))
+            goto error;
     }
     if (into != NULL) {
         result = Py_True;
@@ -1408,6 +1404,24 @@ plain_header_ok(Header *h, long long max_size)
            add_int64(h->base_offset, h->last_offset_delta, &h->last) && h->max_ts >= h->base_ts && h->base_ts >= 0;
 }
 
+#define KAFKA_MAGIC 2
+
+/*
+ * Whether `h` is a Kafka RecordBatch v2 header kafka_batch.header_problem passes with max_batch_bytes
+ * `max_size`, and a plain one the fetch loop reads in C: uncompressed and not a control batch (those
+ * are the Python loop's). Sets h->last.
+ */
+static inline int
+plain_kafka_header_ok(Header *h, long long max_size)
+{
+    return h->magic == KAFKA_MAGIC && h->size - HEADER_SIZE >= 1 && h->size <= max_size &&
+           !(h->attributes & ~KNOWN_ATTRIBUTES) && !(h->attributes & (COMPRESSION_MASK | CONTROL_BIT)) &&
+           !((h->attributes & TRANSACTIONAL_BIT) && h->producer_id < 0) && h->count >= 1 &&
+           h->count <= h->last_offset_delta + 1 && h->count * KAFKA_MIN_RECORD_BYTES <= h->size - HEADER_SIZE &&
+           h->base_offset >= 0 && add_int64(h->base_offset, h->last_offset_delta, &h->last) && h->max_ts >= 0 &&
+           ((h->attributes & TIMESTAMP_TYPE_BIT) || (h->base_ts >= 0 && h->base_ts <= h->max_ts));
+}
+
 /*
  * google-crc32c's own C function, crc32c_extend(crc, data, size) of its C API (crc32c/crc32c.h), when
  * batch.py found its library loaded (use_native_crc32c): the CRC of a small batch then costs no
@@ -1440,10 +1454,11 @@ crc32c_of(PyObject *crc32c, const unsigned char *data, Py_ssize_t size, unsigned
 /*
  * batch_records(record_type, crc32c, buf, start_offset, max_bytes) -> list[Record] | None
  *
- * What a read of the batch at the start of `buf` returns, as FetchData.records builds it: the
- * header checked as batch.header_problem checks it (plain_header_ok, max_batch_bytes: len(buf)),
- * the batch whole in `buf`, its CRC-32C (crc32c_of) equal to the header's, and its body read by decode_records from start_offset on, up to
- * max_bytes (-1: every record). None when anything is not exactly so: the Python path then
+ * What a read of the batch at the start of `buf` returns, as FetchData.records builds it, for a seglog
+ * batch or a plain Kafka one (uncompressed, not a control batch): the header checked as
+ * batch.header_problem checks it (plain_header_ok, plain_kafka_header_ok; max_batch_bytes: len(buf)),
+ * the batch whole in `buf`, its CRC-32C (crc32c_of) equal to the header's, and its body read (by
+ * records_of_body, kafka_records_into) from start_offset on, up to max_bytes (-1: every record). None when anything is not exactly so: the Python path then
  * raises the documented error (or reads what this function does not take).
  */
 static PyObject *
@@ -1461,13 +1476,29 @@ batch_records(PyObject *self, PyObject *args)
     if (view.len < HEADER_SIZE)
         goto fallback;
     parse_header(p, &h);
-    if (!plain_header_ok(&h, view.len) || start_offset > h.last)
+    int kafka = h.magic == KAFKA_MAGIC;
+    if (!(kafka ? plain_kafka_header_ok(&h, view.len) : plain_header_ok(&h, view.len)) || start_offset > h.last)
         goto fallback;
     unsigned long long value;
     if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(h.size - CRC_START), &value))
         goto error;
     if (value != h.crc)
         goto fallback; /* the Python path reports the mismatch */
+    if (kafka) {
+        result = PyList_New(0);
+        if (result == NULL)
+            goto error;
+        int took = kafka_records_into(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE), h.count,
+                                      h.base_offset, h.base_ts, h.max_ts, h.last_offset_delta,
+                                      h.attributes & TIMESTAMP_TYPE_BIT, start_offset, max_bytes < 0 ? -1 : max_bytes,
+                                      result);
+        if (took == 1)
+            goto done;
+        Py_CLEAR(result);
+        if (took < 0)
+            goto error;
+        goto fallback;
+    }
     long long lo = start_offset > h.base_offset ? start_offset - h.base_offset : 0;
     result = records_of_body(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE), (Py_ssize_t)h.count,
                              h.last_offset_delta, h.base_offset, h.base_ts, h.max_ts,
@@ -1543,11 +1574,14 @@ native_crc32c_in_use(PyObject *self, PyObject *Py_UNUSED(ignored))
  *   -> (position, expected)
  *
  * batch.decode_batches' loop in one call: from `position` on, each batch of `buf` that is the plain
- * valid case of seglog's format -- its header passes batch.header_problem (max_batch_bytes), it lies
+ * valid case of seglog's format, or an uncompressed Kafka batch that is not a control batch (read by
+ * kafka_records_into, as kafka_batch.decode_records reads it) -- its header passes
+ * batch.header_problem (max_batch_bytes: plain_header_ok, plain_kafka_header_ok), it lies
  * whole in `buf`, its base offset is `expected` (-1: any, the first batch of a read), its CRC-32C
  * (crc32c_of: google-crc32c's C function, else `crc32c`, google_crc32c.value) is the header's, and
  * records_into takes its body -- has its Records from start_offset on appended to the list `into`.
- * It stops before the first batch that is anything else (a Kafka batch, a corrupt one, a body
+ * It stops before the first batch that is anything else (a compressed or control Kafka batch, a
+ * corrupt one, a body
  * records_into declines, fewer than 61 bytes left) and returns that batch's position (len(buf)
  * after the last one) and the base offset the next batch must have (-1: no batch taken and none
  * given). The Python loop then takes over at exactly that batch: it reads it, or raises the
@@ -1573,15 +1607,26 @@ batches_records(PyObject *self, PyObject *args)
         const unsigned char *p = buf + position;
         Header h;
         parse_header(p, &h);
-        if (!plain_header_ok(&h, max_batch_bytes < end - position ? max_batch_bytes : end - position) ||
-            h.last == LLONG_MAX || (expected >= 0 && h.base_offset != expected))
+        long long room = max_batch_bytes < end - position ? max_batch_bytes : end - position;
+        int kafka = h.magic == KAFKA_MAGIC;
+        if (!(kafka ? plain_kafka_header_ok(&h, room) : plain_header_ok(&h, room)) || h.last == LLONG_MAX ||
+            (expected >= 0 && h.base_offset != expected))
             break; /* the last offset INT64_MAX: the next expected one is not an int64, Python's to handle */
         unsigned long long value;
         if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(h.size - CRC_START), &value))
             goto done;
         if (value != h.crc)
             break; /* the Python path reports the mismatch */
-        if (h.last >= start_offset) {
+        if (h.last >= start_offset && kafka) {
+            int took = kafka_records_into(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE), h.count,
+                                          h.base_offset, h.base_ts, h.max_ts, h.last_offset_delta,
+                                          h.attributes & TIMESTAMP_TYPE_BIT, start_offset, -1, into);
+            if (took < 0)
+                goto done;
+            if (took == 0)
+                break;
+        }
+        else if (h.last >= start_offset) {
             long long lo = start_offset > h.base_offset ? start_offset - h.base_offset : 0;
             PyObject *took = records_into(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE),
                                           (Py_ssize_t)h.count, h.last_offset_delta, h.base_offset, h.base_ts,

@@ -580,6 +580,24 @@ def decode_records(
     Raises:
         CorruptRecordError: the records break a rule of FORMAT.md §2.5.
     """
+    fast = _fast
+    if fast is not None and not header.attributes & (CONTROL_BIT | COMPRESSION_MASK):
+        # The uncompressed section walked, checked and built in one C call, straight from `buf`; None
+        # when anything is unusual or wrong: the walk below decides and says what.
+        start = position + HEADER_SIZE
+        end = position + LOG_OVERHEAD + header.batch_length
+        if start < end <= len(buf) and (not isinstance(buf, memoryview) or buf.c_contiguous) and (
+            0 <= start_offset <= INT64_MAX
+        ) and (
+            max_bytes is None or 0 <= max_bytes <= INT64_MAX
+        ):
+            got: list[Record] | None = fast.stored_records(
+                Record, memoryview(buf)[start:end], header.record_count, header.base_offset, header.base_timestamp,
+                header.max_timestamp, header.last_offset_delta, header.attributes & TIMESTAMP_TYPE_BIT, start_offset,
+                -1 if max_bytes is None else max_bytes,
+            )
+            if got is not None:
+                return got
     offsets, deltas, keys, values, headers = record_columns(buf, position, header)
     if header.attributes & CONTROL_BIT:
         return []  # a transaction marker: never a record to a reader
@@ -612,6 +630,12 @@ def find_timestamp(
         CorruptRecordError: the records break a rule of FORMAT.md §2.5.
     """
     if header.max_timestamp < timestamp or header.last_offset < start_offset or header.attributes & CONTROL_BIT:
+        return None
+    if _fast is not None and not header.attributes & COMPRESSION_MASK:
+        # The records from start_offset on, checked and built by the C walk (decode_records), then searched.
+        for record in decode_records(buf, position, header, start_offset=start_offset):
+            if record.timestamp >= timestamp:  # type: ignore[operator]  # never None when read
+                return record.timestamp, record.offset  # type: ignore[return-value]
         return None
     offsets, deltas, _, _, _ = record_columns(buf, position, header)
     base = header.base_offset

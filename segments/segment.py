@@ -88,6 +88,7 @@ from seglog.segments.fileio import (
     WouldBlock,
 )
 from seglog.segments.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from seglog.segments.kafka_batch import KAFKA_MAGIC
 from seglog.segments.reader import BatchReader, LocatedBatch
 from seglog.segments.records import Record
 
@@ -1902,12 +1903,15 @@ class LogSegment:
                 base_offset + last_offset_delta != table.last_offsets[slot]
             ):
                 return None
-        # The C reader checks the header and the CRC, and decodes (Kafka batches: None, the walk reads them).
+        # The C reader checks the header and the CRC, and decodes. A Kafka batch (the wire server's), or any
+        # batch without the C module: the same checks and decode, in Python. A control batch (a transaction
+        # marker) holds no record: read() goes on to the batch after it.
         within = max_bytes if max_bytes < size else None
         got = first_batch_records(window, start_offset, within)
-        if got is None and window[MAGIC_OFFSET] == MAGIC:  # without the C module: the same, in Python
+        magic = window[MAGIC_OFFSET]
+        if got is None and (magic == MAGIC or (magic == KAFKA_MAGIC and not window[_ATTRIBUTES_LOW] & CONTROL_BIT)):
             try:
-                got = decode_first_batch(window, start_offset=start_offset, max_bytes=within)
+                got = decode_first_batch(window, start_offset=start_offset, max_bytes=within) or None
             except CorruptRecordError:
                 return None  # read() reads it again, and says where
         return got

@@ -24,6 +24,7 @@ from seglog.segments import batch as batch_module
 from seglog.segments.batch_table import default_budget
 from seglog.segments.fileio import SegmentFile
 from seglog.segments.segment import LogSegment, _HeaderWalk
+from tests.segments.kafkahelpers import kafka_batch
 
 CONFIG = LogConfig(max_message_bytes=4 << 20)
 BASE_TS = 1_700_000_000_000
@@ -131,6 +132,30 @@ async def test_a_point_read_of_one_record_batches_is_one_exact_read(tmp_path: Pa
             _check(got.records[0], offset, 100)
             assert (counts.cached_reads, counts.blocking_reads, counts.header_walks) == (1, 0, 0), counts
             assert counts.cached_bytes < 300, counts  # exactly the batch: 61 B of header, one record
+
+
+@pytest.mark.parametrize("per_batch", [1, 10])
+async def test_a_point_read_of_kafka_batches_is_one_exact_read(
+    tmp_path: Path, counts: Counts, per_batch: int
+) -> None:
+    # Batches as Kafka clients produce them (the wire server stores them as sent): the batch table
+    # places them as it places seglog's, and the read decodes the one batch, no header walk.
+    engine = await Engine.open(tmp_path, CONFIG)
+    async with engine:
+        await engine.create_topic("t")
+        log = engine.log("t")
+        for first in range(0, 400, per_batch):
+            await log.append_kafka_batch(kafka_batch(first, _records(per_batch, first, 100)))
+        await log.read(0, 1)  # the segment's first read tables its batches (one walk, in a thread)
+        if not _page_cache_reads(log):
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
+        for offset in range(1, 390, 7):  # (the last write's batches are read from memory, not the file)
+            counts.reset()
+            got = await log.read(offset, 1)
+            _check(got.records[0], offset, 100)
+            assert len(got.records) == 1
+            assert (counts.cached_reads, counts.blocking_reads, counts.header_walks) == (1, 0, 0), counts
+            assert counts.cached_bytes < 200 * per_batch, counts  # exactly the batch
 
 
 async def test_a_point_read_of_a_large_batch_reads_only_the_record(tmp_path: Path, counts: Counts) -> None:

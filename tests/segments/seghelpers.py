@@ -11,6 +11,7 @@ from typing import Any
 
 import seglog.segments.batch as batch_module
 import seglog.segments.batch_table as batch_table_module
+import seglog.segments.kafka_batch as kafka_batch_module
 from seglog.engine.log import segment_append
 from seglog.segments import fileio
 from seglog.segments.batch import TimestampType, encode_batch, read_header
@@ -24,15 +25,17 @@ SegmentFactory = Callable[..., Coroutine[Any, Any, LogSegment]]
 
 @contextmanager
 def python_only() -> Iterator[None]:
-    """The segment codec and the batch tables' walk without their C module while the block runs."""
-    saved, saved_walk = batch_module._fast, batch_table_module._fast
+    """The segment codec (both formats) and the batch tables' walk without their C modules while the block runs."""
+    saved, saved_walk, saved_kafka = batch_module._fast, batch_table_module._fast, kafka_batch_module._fast
     batch_module._fast = None
     batch_table_module._fast = None  # type: ignore[misc]  # Final: replaced only while the block runs
+    kafka_batch_module._fast = None
     try:
         yield
     finally:
         batch_module._fast = saved
         batch_table_module._fast = saved_walk  # type: ignore[misc]
+        kafka_batch_module._fast = saved_kafka
 
 
 def outcome(fn: Callable[[], object]) -> object:

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import seglog.segments.batch as batch_module
+import seglog.segments.kafka_batch as kb
 from seglog.segments.batch import (
     TimestampType,
     decode_batches,
@@ -82,15 +83,17 @@ def test_a_fetch_of_one_record_batches_is_decoded_in_one_c_call() -> None:
 
 
 @needs_c
-def test_a_kafka_batch_in_the_middle_is_the_only_one_the_python_loop_reads() -> None:
-    # Kafka-format batches (stored by the wire server) keep their Python decoder; the C loop
-    # resumes after one, with the offset rule carried across.
-    parts = [seglog_batch(0, 3), seglog_batch(3, 2), kafka_batch(5, records_of(4)), seglog_batch(9, 5),
+@pytest.mark.parametrize(("codec", "python_reads"), [("none", 0), ("gzip", 1)])
+def test_a_kafka_batch_among_seglog_batches_is_read_in_c_unless_compressed(codec: str, python_reads: int) -> None:
+    # Kafka-format batches (stored by the wire server): an uncompressed one is read by the C loop as
+    # seglog's are; a compressed one is left to the Python loop, and the C loop resumes after it, with
+    # the offset rule carried across.
+    parts = [seglog_batch(0, 3), seglog_batch(3, 2), kafka_batch(5, records_of(4), codec), seglog_batch(9, 5),
              seglog_batch(14, 1)]
     buf = b"".join(parts)
     with counting_python_headers() as calls:
         fast = decode_batches(buf, start_offset=1, max_batch_bytes=MAX)
-    assert calls[0] == 1
+    assert calls[0] == python_reads
     with python_only():
         assert fast == decode_batches(buf, start_offset=1, max_batch_bytes=MAX)
     assert [r.offset for r in fast] == list(range(1, 15))
@@ -151,10 +154,22 @@ def fetched_buffers(draw: st.DrawFn) -> tuple[bytes, int]:
     base = draw(st.integers(0, 2**40))
     offset = base
     for _ in range(draw(st.integers(1, 8))):
-        kind = draw(st.sampled_from(["seglog", "seglog", "seglog", "log_append", "kafka"]))
-        count = draw(st.integers(1, 5))
-        if kind == "kafka":
-            parts.append(kafka_batch(offset, records_of(count)))
+        kind = draw(st.sampled_from(
+            ["seglog", "seglog", "seglog", "log_append", "kafka", "kafka", "kafka_gzip", "kafka_log_append",
+             "kafka_control"]
+        ))
+        count = 1 if kind == "kafka_control" else draw(st.integers(1, 5))
+        if kind == "kafka_control":  # a transaction marker: never a record
+            marker = bytearray(kb.encode_control_batch(7, 0, commit=True, coordinator_epoch=0, timestamp=1_000))
+            struct.pack_into(">q", marker, 0, offset)  # the base offset is outside the CRC
+            parts.append(bytes(marker))
+        elif kind.startswith("kafka"):
+            batch = kafka_batch(offset, records_of(count), "gzip" if kind == "kafka_gzip" else "none")
+            if kind == "kafka_log_append":
+                head = bytearray(batch[:61])
+                kb.stamp_log_append_time(head, batch[61:], 1_800_000_000_000)
+                batch = bytes(head) + batch[61:]
+            parts.append(batch)
         else:
             ts_type = TimestampType.LOG_APPEND_TIME if kind == "log_append" else TimestampType.CREATE_TIME
             parts.append(seglog_batch(offset, count, ts_type, seed=len(parts)))

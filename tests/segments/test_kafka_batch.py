@@ -5,11 +5,15 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafkahelpers import kafka_batch, records_of, reseal
+from seghelpers import python_only
 
 from seglog.segments import kafka_batch as kb
-from seglog.segments.batch import check_header, decode_batch, read_header, verify_crc
+from seglog.segments.batch import check_header, decode_batch, decode_first_batch, read_header, verify_crc
 from seglog.segments.errors import CorruptRecordError
+from seglog.segments.records import Record
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -96,3 +100,74 @@ def test_the_writer_check_says_which_kind_of_refusal(change: object, refusal: kb
     with pytest.raises(kb.KafkaBatchError) as caught:
         kb.check_produced(reseal(batch), max_batch_bytes=1 << 20)
     assert caught.value.refusal is refusal
+
+
+def _read(batch: bytes, start_offset: int, max_bytes: int | None, *, timestamp: int = -1) -> object:
+    # What a reader gets from a stored batch (header and CRC checked first, as every read does): its
+    # records from start_offset on, and the time lookup's answer; or the error, by type and message.
+    try:
+        header = read_header(batch)
+        check_header(header, len(batch))
+        verify_crc(batch, 0, header)
+        return (
+            decode_batch(batch, 0, header, start_offset=start_offset, max_bytes=max_bytes),
+            kb.find_timestamp(batch, 0, header, timestamp, start_offset=start_offset),
+            decode_first_batch(batch, start_offset=start_offset, max_bytes=max_bytes),  # a point read
+        )
+    except CorruptRecordError as exc:
+        return (type(exc), str(exc))
+
+
+def _both(batch: bytes, start_offset: int, max_bytes: int | None, timestamp: int = -1) -> tuple[object, object]:
+    if kb._fast is None:
+        pytest.skip("the C module is not built (SEGLOG_PURE_PYTHON): the Python walk is the only one")
+    fast = _read(batch, start_offset, max_bytes, timestamp=timestamp)
+    with python_only():
+        slow = _read(batch, start_offset, max_bytes, timestamp=timestamp)
+    return fast, slow
+
+
+def test_the_c_reader_and_the_python_reader_agree_on_every_one_byte_change() -> None:
+    # Every byte of the records section set to values that break varints, lengths, deltas, UTF-8 and
+    # NUL in header keys; the CRC resealed so that the records' own rules are what decides.
+    base = kafka_batch(10, records_of(4, value=b"\x01"))
+    took = 0
+    for candidate in _mutations(base):
+        for start_offset, max_bytes in ((0, None), (12, None), (11, 1), (10, 8)):  # 8: two records exactly
+            fast, slow = _both(candidate, start_offset, max_bytes, timestamp=1_002)
+            assert fast == slow
+            took += type(fast) is tuple and type(fast[0]) is list
+    assert took  # some changes leave a valid batch (a value byte): the C reader returned its records
+
+
+_FIELD = st.one_of(st.none(), st.binary(max_size=300))
+_HEADERS = st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=20)), max_size=3).map(tuple)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fields=st.lists(st.tuples(_FIELD, _FIELD, st.integers(0, 10_000), _HEADERS), min_size=1, max_size=40),
+    start=st.integers(0, 50),
+    max_bytes=st.one_of(st.none(), st.integers(0, 2_000)),
+    timestamp=st.integers(-1, 12_000),
+    log_append=st.booleans(),
+    codec=st.sampled_from(["none", "none", "gzip"]),
+)
+def test_the_c_reader_returns_what_the_python_reader_returns(
+    fields: list[tuple[bytes | None, bytes | None, int, tuple[tuple[str, bytes], ...]]],
+    start: int,
+    max_bytes: int | None,
+    timestamp: int,
+    log_append: bool,
+    codec: str,
+) -> None:
+    # Any keys and values (null, empty, long), timestamps out of order, headers with any text key
+    # (NUL included: refused alike), a read from any offset, any byte limit, LogAppendTime.
+    records = [Record(value, key, 1_000 + ts, headers) for key, value, ts, headers in fields]
+    batch = kafka_batch(7, records, codec)
+    if log_append:
+        head, body = bytearray(batch[:61]), batch[61:]
+        kb.stamp_log_append_time(head, body, 1_800_000_000_000)
+        batch = bytes(head) + body
+    fast, slow = _both(batch, 7 + start, max_bytes, 1_000 + timestamp)
+    assert fast == slow
