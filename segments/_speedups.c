@@ -1768,6 +1768,55 @@ done:
 }
 
 /*
+ * The search of find_timestamp on the body bytes [body, body + body_len): 1 with *found the index
+ * of the first entry at or after `lo` whose timestamp is >= target (with LogAppendTime: `lo`), -1
+ * when none is, and *at that timestamp (-1 when none); 0 for anything it does not take (the
+ * offset and timestamp columns are checked as batch.find_timestamp checks them; the rest of the
+ * body is not read).
+ */
+static int
+search_timestamps(const unsigned char *body, Py_ssize_t body_len, Py_ssize_t count, long long last_offset_delta,
+                  long long base_ts, long long max_ts, int log_append, Py_ssize_t lo, long long target,
+                  Py_ssize_t *found, long long *at)
+{
+    *found = -1;
+    *at = -1;
+    if (body_len < 0 || count < 1 || lo < 0 || lo >= count || last_offset_delta != count - 1 || base_ts < 0 ||
+        max_ts < base_ts)
+        return 0;
+    Cursor c = {body, body + body_len};
+    Py_ssize_t n;
+    if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
+        return 0;
+    Cursor column = c;
+    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, 0, 0, NULL))
+        return 0; /* checked whole; now search it */
+    if (log_append) {
+        *found = lo; /* every record carries the batch's max timestamp */
+        *at = max_ts;
+    }
+    else if (take_nil(&column)) {
+        if (base_ts >= target) {
+            *found = lo;
+            *at = base_ts;
+        }
+    }
+    else {
+        take_array_header(&column, &n);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            long long d;
+            take_int(&column, &d); /* succeeded above; base_ts + d lies in [0, max_ts] */
+            if (i >= lo && base_ts + d >= target) {
+                *found = i;
+                *at = base_ts + d;
+                break;
+            }
+        }
+    }
+    return 1;
+}
+
+/*
  * find_timestamp(buf, body_start, body_end, count, last_offset_delta, base_ts, max_ts, log_append,
  *                lo, target) -> (index, timestamp) | None
  *
@@ -1788,46 +1837,95 @@ find_timestamp(PyObject *self, PyObject *args)
                           &max_ts, &log_append, &lo, &target))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t found = -1;
-    long long at = -1;
-    if (body_start < 0 || body_start > body_end || body_end > view.len || count < 1 || lo < 0 || lo >= count ||
-        last_offset_delta != count - 1 || base_ts < 0 || max_ts < base_ts)
+    Py_ssize_t found;
+    long long at;
+    if (body_start < 0 || body_start > body_end || body_end > view.len ||
+        !search_timestamps((const unsigned char *)view.buf + body_start, body_end - body_start, count,
+                           last_offset_delta, base_ts, max_ts, log_append, lo, target, &found, &at)) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    else
+        result = Py_BuildValue("nL", found, at);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/*
+ * record_at_time(record_type, crc32c, buf, base_offset, last_offset, target, start_offset) -> Record | None
+ *
+ * A time lookup in the one batch a batch table placed, in one call (batch.record_at_time_py is
+ * its Python twin): `buf` must be exactly that batch, whose base offset is `base_offset`, last
+ * offset `last_offset` and length len(buf) by the table. Its header is checked as batches_records
+ * checks it (a plain seglog batch, no control batch) and against those three, its CRC-32C
+ * verified (crc32c_of), then the first record at or after start_offset whose timestamp is >=
+ * target is found (find_timestamp's search) and that one Record built (decode_records' checks of
+ * the whole body). None when no record qualifies or anything is not exactly so: the caller's
+ * slower path then decides (and says what is wrong).
+ */
+static PyObject *
+record_at_time(PyObject *self, PyObject *args)
+{
+    PyTypeObject *type;
+    PyObject *crc32c;
+    Py_buffer view;
+    long long want_base, want_last, target, start_offset;
+    if (!PyArg_ParseTuple(args, "O!Oy*LLLL", &PyType_Type, &type, &crc32c, &view, &want_base, &want_last, &target,
+                          &start_offset))
+        return NULL;
+    PyObject *result = NULL, *built = NULL;
+    const unsigned char *p = view.buf;
+    if (view.len < HEADER_SIZE || !PyType_IsSubtype(type, &PyTuple_Type))
         goto fallback;
-    Cursor c = {(const unsigned char *)view.buf + body_start, (const unsigned char *)view.buf + body_end};
-    Py_ssize_t n;
-    if (!take_array_header(&c, &n) || n != 5 || !take_nil(&c))
+    long long base_offset = (long long)be(p, 8);
+    long long batch_length = (int32_t)be(p + 8, 4);
+    unsigned magic = p[16];
+    unsigned long long crc = be(p + CRC_OFFSET, 4);
+    int attributes = (int16_t)be(p + 21, 2);
+    long long last_offset_delta = (int32_t)be(p + 23, 4);
+    long long base_ts = (long long)be(p + 27, 8);
+    long long max_ts = (long long)be(p + 35, 8);
+    long long producer_id = (long long)be(p + 43, 8);
+    long long count = (int32_t)be(p + 57, 4);
+    long long size = LOG_OVERHEAD + batch_length, last;
+    if (magic != MAGIC || size < MIN_BATCH_SIZE || size != view.len || (attributes & ~KNOWN_ATTRIBUTES) ||
+        (attributes & (COMPRESSION_MASK | CONTROL_BIT)) || ((attributes & TRANSACTIONAL_BIT) && producer_id < 0) ||
+        count < 1 || count > last_offset_delta + 1 || count * MIN_RECORD_BYTES + BODY_FIXED_BYTES > size - HEADER_SIZE ||
+        base_offset < 0 || !add_int64(base_offset, last_offset_delta, &last) || max_ts < base_ts || base_ts < 0 ||
+        base_offset != want_base || last != want_last || start_offset > last)
         goto fallback;
-    Cursor column = c;
-    if (!take_timestamps(&c, count, base_ts, max_ts, log_append, 0, 0, NULL))
-        goto fallback; /* checked whole; now search it */
-    if (log_append) {
-        found = lo; /* every record carries the batch's max timestamp */
-        at = max_ts;
-    }
-    else if (take_nil(&column)) {
-        found = base_ts >= target ? lo : -1;
-        at = base_ts;
-    }
-    else {
-        take_array_header(&column, &n);
-        for (Py_ssize_t i = 0; i < count; i++) {
-            long long d;
-            take_int(&column, &d); /* succeeded above; base_ts + d lies in [0, max_ts] */
-            if (i >= lo && base_ts + d >= target) {
-                found = i;
-                at = base_ts + d;
-                break;
-            }
-        }
-    }
-    result = Py_BuildValue("nL", found, found < 0 ? -1 : at);
+    unsigned long long value;
+    if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(size - CRC_START), &value))
+        goto error;
+    if (value != crc)
+        goto fallback; /* the slower path reports the mismatch */
+    int log_append = attributes & TIMESTAMP_TYPE_BIT;
+    Py_ssize_t lo = (Py_ssize_t)(start_offset > base_offset ? start_offset - base_offset : 0), found;
+    long long at;
+    if (!search_timestamps(p + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE), (Py_ssize_t)count, last_offset_delta,
+                           base_ts, max_ts, log_append, lo, target, &found, &at) ||
+        found < 0)
+        goto fallback;
+    /* max_bytes 0: exactly one Record, the one found (the whole body checked, as a read checks it) */
+    built = records_of_body(type, p + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE), (Py_ssize_t)count,
+                            last_offset_delta, base_offset, base_ts, max_ts, log_append, found, 0);
+    if (built == NULL)
+        goto error;
+    if (built == Py_None || PyList_GET_SIZE(built) < 1)
+        goto fallback;
+    result = PyList_GET_ITEM(built, 0);
+    Py_INCREF(result);
     goto done;
 
 fallback:
     PyErr_Clear();
     result = Py_None;
     Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
 done:
+    Py_XDECREF(built);
     PyBuffer_Release(&view);
     return result;
 }
@@ -1841,6 +1939,7 @@ static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS, "The Records of a dense batch body from entry lo on, or None."},
     {"batch_records", batch_records, METH_VARARGS, "The Records a read of the (checked, CRC-verified) batch returns."},
     {"find_timestamp", find_timestamp, METH_VARARGS, "The first entry >= lo of a dense body at or after a timestamp."},
+    {"record_at_time", record_at_time, METH_VARARGS, "A time lookup's one Record of a batch placed by a batch table, or None."},
     {"batches_records", batches_records, METH_VARARGS, "decode_batches' loop over the plain valid batches of a buffer."},
     {"use_native_crc32c", use_native_crc32c, METH_VARARGS, "Compute batches_records' CRCs with google-crc32c's C function."},
     {"native_crc32c_in_use", native_crc32c_in_use, METH_NOARGS, "Whether batches_records uses google-crc32c's C function."},

@@ -88,6 +88,16 @@ def find_timestamp(
     timestamp: int,
     /,
 ) -> tuple[int, int] | None: ...
+def record_at_time(
+    record_type: type[Record],
+    crc32c: Callable[[bytes], int],
+    buf: bytes | bytearray | memoryview,
+    base_offset: int,
+    last_offset: int,
+    timestamp: int,
+    start_offset: int,
+    /,
+) -> Record | None: ...
 def batch_records(
     record_type: type[Record],
     crc32c: Callable[[bytes], int],

@@ -1028,45 +1028,45 @@ def first_batch_records(buf: bytes | bytearray, start_offset: int, max_bytes: in
     return got
 
 
-def first_batch_record_at_time(buf: bytes | bytearray, timestamp: int, start_offset: int) -> Record | None:
-    """The batch at the start of ``buf``'s first record at or after ``start_offset`` with a timestamp >= ``timestamp``.
+def record_at_time_py(
+    buf: bytes | bytearray, base_offset: int, last_offset: int, timestamp: int, start_offset: int
+) -> Record | None:
+    """A time lookup's one Record of the batch a batch table placed: :data:`record_at_time`'s Python twin.
 
-    On the C path alone, for a caller with a slower path of its own (a time
-    lookup whose read follows): the timestamp column is searched in C, then
-    the one record found is built by the C reader, which checks the header
-    and verifies the CRC first (nothing is returned from unverified bytes).
-    ``None`` when the C module is absent, the batch is not a plain seglog
-    batch, no record qualifies, or anything is unusual or wrong: the slower
-    path then decides (and raises :class:`CorruptRecordError`).
+    ``buf`` must be exactly that batch: its base offset ``base_offset``, its
+    last offset ``last_offset`` and its length ``len(buf)``, as the table
+    says. The header is checked against those and as a read checks it, the
+    CRC verified, the body decoded (from ``start_offset``), and the first
+    record at or after ``start_offset`` whose timestamp is >= ``timestamp``
+    returned. ``None`` when no record qualifies, the batch is not a plain
+    seglog data batch (a Kafka or control batch), or any check fails: the
+    caller's slower path then decides (and says what is wrong). The ints
+    must lie in [0, 2**63-1].
     """
-    fast = _fast
-    if fast is None or len(buf) < HEADER_SIZE or buf[MAGIC_OFFSET] != MAGIC or buf[_ATTRIBUTES_LOW] & CONTROL_BIT:
+    if len(buf) < HEADER_SIZE or buf[MAGIC_OFFSET] != MAGIC or buf[_ATTRIBUTES_LOW] & CONTROL_BIT:
         return None
-    header = _make_header(_unpack_header(buf))
-    body_end = LOG_OVERHEAD + header.batch_length
-    skip = start_offset - header.base_offset if start_offset > header.base_offset else 0
-    count = header.record_count
+    found_base, batch_length, last_offset_delta = _LOCATE.unpack_from(buf)
     if (
-        body_end > len(buf)
-        or body_end - HEADER_SIZE < MIN_BODY_BYTES
-        or not 0 <= skip < count
-        or header.last_offset_delta < 0
-        or type(timestamp) is not int
+        found_base != base_offset
+        or LOG_OVERHEAD + batch_length != len(buf)
+        or found_base + last_offset_delta != last_offset
+        or start_offset > last_offset
     ):
         return None
-    hit: tuple[int, int] | None = fast.find_timestamp(
-        buf, HEADER_SIZE, body_end, count, header.last_offset_delta, header.base_timestamp, header.max_timestamp,
-        header.attributes & TIMESTAMP_TYPE_BIT, skip, max(timestamp, -INT64_MAX - 1),
-    )
-    if hit is None or hit[0] < 0:
+    try:
+        records = decode_first_batch(buf, start_offset=start_offset)
+    except CorruptRecordError:
         return None
-    offset = header.base_offset + hit[0]
-    if not 0 <= offset <= INT64_MAX:
-        return None
-    got: list[Record] | None = fast.batch_records(Record, _crc_value, buf, offset, 1)
-    if not got or got[0].offset != offset or got[0].timestamp != hit[1]:
-        return None
-    return got[0]
+    for record in records:
+        if record.timestamp >= timestamp:  # type: ignore[operator]
+            return record
+    return None
+
+
+# The C routine (one call: header against the table entry, CRC, timestamp search, one Record), else its twin.
+record_at_time: Final[Callable[[bytes | bytearray, int, int, int, int], Record | None]] = (
+    record_at_time_py if _fast is None else partial(_fast.record_at_time, Record, _crc_value)
+)
 
 
 def decode_first_batch(

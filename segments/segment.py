@@ -43,7 +43,6 @@ from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 from seglog.indexes import AbortedTxn, LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from seglog.indexes.errors import ClosedError, SeglogError, StorageError
 from seglog.segments.batch import (
-    CONTROL_BIT,
     HEADER,
     HEADER_SIZE,
     INT32_MAX,
@@ -57,12 +56,12 @@ from seglog.segments.batch import (
     decode_batches,
     decode_first_batch,
     find_timestamp,
-    first_batch_record_at_time,
     first_batch_records,
     header_problem,
     index_entry_problem,
     offset_problem,
     read_header,
+    record_at_time,
     time_entry_problem,
     verify_crc,
     whole_batches_length,
@@ -129,31 +128,6 @@ _RECORD_TABLE_MIN_BYTES: Final = 32 * 1024
 _TIME_LOOKUP_TRIES: Final = 4
 _new_record = partial(tuple.__new__, Record)
 _new_timestamp_offset = partial(tuple.__new__, TimestampOffset)  # skips NamedTuple.__new__'s Python frame
-_ATTRIBUTES_LOW: Final = 22  # part of the format: the low byte of a batch's big-endian attributes
-# A time lookup decodes a batch up to this size whole (one C call) and keeps its records for the read
-# that follows; a larger one has only its timestamp column searched (or its record table).
-_DECODED_BATCH_MAX_BYTES: Final = 4096
-
-
-def _record_bytes(record: Record) -> int:
-    # What a record counts for a read's max_bytes (decode_batch's rule): its key and value bytes.
-    return (0 if record.key is None else len(record.key)) + (0 if record.value is None else len(record.value))
-
-
-def _records_from(records: list[Record], start_offset: int, max_bytes: int | None) -> list[Record] | None:
-    # The records a read of one batch returns from decoded `records`: from start_offset on, up to the
-    # one whose key and value bytes reach max_bytes (at least one; all with None), as decode_batch.
-    taken: list[Record] = []
-    total = 0
-    for record in records:
-        if record.offset < start_offset:
-            continue
-        taken.append(record)
-        if max_bytes is not None:
-            total += _record_bytes(record)
-            if total >= max_bytes:
-                break
-    return taken or None
 
 
 class RollParams(NamedTuple):
@@ -547,10 +521,10 @@ class LogSegment:
         self._table_epoch = 0  # bumped when the .log is cut: a build begun before is not installed
         self._table_building = False
         self._table_tried_size = -1  # the size at which a build covered no more (damage, budget)
-        # (position, size, records, whole) of the batch the last time lookup read: every record of a
-        # small batch (whole), or the one record it found; the read that usually follows (of the
-        # offset it found) takes them instead of reading and decoding the batch again.
-        self._verified: tuple[int, int, list[Record], bool] | None = None
+        # (position, size, record) of the batch the last time lookup read and the one record it found
+        # there: the read that usually follows (of the offset it found) takes it instead of reading
+        # and decoding the batch again.
+        self._verified: tuple[int, int, Record] | None = None
 
     @functools.cached_property
     def _offset_index(self) -> LazyIndex[OffsetIndex]:
@@ -1847,24 +1821,12 @@ class LogSegment:
         index = start_offset - first
         verified = self._verified
         if verified is not None and verified[0] == position and verified[1] == size and max_bytes <= size:
-            # The batch a time lookup has just read (the read that usually follows it): all of its
-            # records (a small batch), or the one it found. Taken once: a segment holds no record
-            # (of any size) beyond the read it was kept for.
+            # The record a time lookup has just found in this batch (the read that usually follows it),
+            # taken once: a segment holds no record beyond the read it was kept for. It is the whole
+            # read when it is the offset asked for and its key and value bytes reach max_bytes
+            # (decode_batch's rule).
             self._verified = None
-            held, whole = verified[2], verified[3]
-            if whole:
-                # A point read: the record at its index (decoded offsets increase, so none before it is
-                # wanted) is the whole read when its key and value bytes reach max_bytes (decode_batch's
-                # rule; _records_from and _record_bytes, inlined).
-                if max_bytes < size and index < len(held):
-                    looked_up = held[index]
-                    key, value = looked_up.key, looked_up.value
-                    if looked_up.offset == start_offset and max_bytes <= (
-                        (0 if key is None else len(key)) + (0 if value is None else len(value))
-                    ):
-                        return [looked_up]
-                return _records_from(held, start_offset, max_bytes if max_bytes < size else None)
-            looked_up = held[0]
+            looked_up = verified[2]
             key, value = looked_up.key, looked_up.value
             if looked_up.offset == start_offset and max_bytes <= (
                 (0 if key is None else len(key)) + (0 if value is None else len(value))
@@ -1979,47 +1941,21 @@ class LogSegment:
             # usually follows takes it as it is.
             record = self._from_record_table(records, index, None)
             if record is not None:
-                self._verified = (position, size, [record], False)
+                self._verified = (position, size, record)
                 return _new_timestamp_offset((records.timestamps[index], first + index))
             self._record_tables.pop(position, None)
             self._budget.release(records)
-        if size <= _DECODED_BATCH_MAX_BYTES:
-            # A small batch is checked, CRC-verified and decoded whole in one C call: its records answer
-            # the lookup, and the read that usually follows takes its record from them.
+        if size < _RECORD_TABLE_MIN_BYTES:
+            # A batch read whole: checked against its table entry, CRC-verified, its timestamp column
+            # searched and the one record found built, in one C call (record_at_time; its Python twin
+            # without the C module). The read that usually follows takes that record.
             window = self._log.read_cached(position, size)
             if window is None or len(window) < size:
                 return WOULD_BLOCK
-            base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
-            if base_offset != first or LOG_OVERHEAD + batch_length != size or (
-                base_offset + last_offset_delta != table.last_offsets[slot]
-            ):
-                return WOULD_BLOCK
-            decoded = first_batch_records(window, first, None)
-            if decoded is None and window[MAGIC_OFFSET] == MAGIC and not window[_ATTRIBUTES_LOW] & CONTROL_BIT:
-                try:  # without the C module: the same checks and decode, in Python
-                    decoded = decode_first_batch(window, start_offset=first)
-                except CorruptRecordError:
-                    return WOULD_BLOCK  # the blocking lookup reads it again and says where
-            if decoded is not None:
-                for record in decoded:
-                    if record.offset >= starting_offset and record.timestamp >= timestamp:  # type: ignore[operator]
-                        self._verified = (position, size, decoded, True)
-                        return _new_timestamp_offset((record.timestamp, record.offset))
-                return None
-        elif size < _RECORD_TABLE_MIN_BYTES:
-            # A mid-sized batch: the timestamp column searched and the one record found built in C (the
-            # CRC verified first); the read that usually follows takes that record.
-            window = self._log.read_cached(position, size)
-            if window is None or len(window) < size:
-                return WOULD_BLOCK
-            base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
-            if base_offset == first and LOG_OVERHEAD + batch_length == size and (
-                base_offset + last_offset_delta == table.last_offsets[slot]
-            ):
-                hit = first_batch_record_at_time(window, timestamp, starting_offset)
-                if hit is not None:
-                    self._verified = (position, size, [hit], False)
-                    return _new_timestamp_offset((hit.timestamp, hit.offset))
+            hit = record_at_time(window, first, table.last_offsets[slot], timestamp, starting_offset)
+            if hit is not None:
+                self._verified = (position, size, hit)
+                return _new_timestamp_offset((hit.timestamp, hit.offset))
         checked = self._checked_window(position, size, first, table.last_offsets[slot])
         if checked is None:
             return WOULD_BLOCK
@@ -2044,7 +1980,7 @@ class LogSegment:
             except CorruptRecordError:
                 return WOULD_BLOCK
             if one and one[0].offset == found_offset:
-                self._verified = (position, size, one[:1], False)
+                self._verified = (position, size, one[0])
         return TimestampOffset(found_ts, found_offset)
 
     def read_cached(self, start_offset: int, max_bytes: int, max_position: int | None = None) -> FetchData | None:

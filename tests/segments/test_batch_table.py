@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafkahelpers import kafka_batch
-from seghelpers import SegmentFactory, append, both
+from seghelpers import SegmentFactory, append, both, python_only
 
 from seglog.segments import batch as batch_module
 from seglog.segments import batch_table as batch_table_module
@@ -177,28 +177,65 @@ async def test_the_cached_time_lookup_answers_as_the_blocking_one(make_segment: 
     assert answered > 250
 
 
-def test_the_c_time_lookup_of_one_batch_finds_what_the_python_lookup_finds() -> None:
+def _record_at_time_both(
+    buf: bytes | bytearray, base: int, last: int, ts: int, start: int
+) -> tuple[Record | None, Record | None]:
+    # record_at_time with the C module (when built) and its Python twin on the Python codec alone.
+    fast = batch_module._fast
+    c_got = None if fast is None else fast.record_at_time(Record, batch_module._crc_value, buf, base, last, ts, start)
+    with python_only():
+        py_got = batch_module.record_at_time_py(buf, base, last, ts, start)
+    if fast is None:
+        c_got = py_got
+    return c_got, py_got
+
+
+def test_the_one_call_time_lookup_of_a_tabled_batch_finds_what_the_python_lookup_finds() -> None:
     rnd = random.Random(11)
-    for trial in range(60):
-        count = rnd.choice([1, 2, 7, 40])
-        stamps = [BASE_TS + rnd.randrange(100) for _ in range(count)]
-        buf = _batch(500, count, rnd.randrange(1, 50), stamps=stamps)
+    for trial in range(80):
+        count = rnd.choice([1, 2, 7, 40, 150])
+        stamps = [BASE_TS + rnd.randrange(100) for _ in range(count)]  # out of order
+        buf = _batch(500, count, rnd.randrange(0, 50), stamps=stamps)
         header = read_header(buf)
         for _ in range(10):
             ts, start = BASE_TS + rnd.randrange(-5, 105), 500 + rnd.randrange(count)
-            got = batch_module.first_batch_record_at_time(buf, ts, start)
-            if batch_module._fast is None:
-                assert got is None
-                continue
+            c_got, py_got = _record_at_time_both(buf, 500, 500 + count - 1, ts, start)
+            assert c_got == py_got and type(c_got) is type(py_got), trial
             expected = batch_module.find_timestamp(buf, 0, header, ts, start_offset=start)
             if expected is None:
-                assert got is None
+                assert py_got is None
             else:
-                assert got is not None and (got.timestamp, got.offset) == expected, trial
-                assert got == batch_module.decode_batch(buf, 0, header, start_offset=got.offset, max_bytes=1)[0]
+                assert py_got is not None and (py_got.timestamp, py_got.offset) == expected, trial
+                assert py_got == batch_module.decode_batch(buf, 0, header, start_offset=py_got.offset, max_bytes=1)[0]
+
+
+def test_the_one_call_time_lookup_returns_nothing_from_damaged_bytes_or_a_batch_the_table_does_not_name() -> None:
+    count = 12
+    buf = _batch(500, count, 30, stamps=[BASE_TS + i for i in range(count)])
+    ts = BASE_TS + 5
+    good, _ = _record_at_time_both(buf, 500, 511, ts, 500)
+    assert good is not None and good.offset == 505
+    # Every byte flipped, one at a time: the C call and its twin agree, and any answer is the true one
+    # (bytes neither reads -- the leader epoch -- leave it; everything else is refused).
+    for at in range(len(buf)):
         damaged = bytearray(buf)
-        damaged[-1] ^= 0x01  # the CRC no longer matches: nothing is returned from these bytes
-        assert batch_module.first_batch_record_at_time(damaged, 0, 500) is None
+        damaged[at] ^= 0x40
+        c_got, py_got = _record_at_time_both(damaged, 500, 511, ts, 500)
+        assert c_got == py_got, at
+        assert py_got is None or (12 <= at < 16 and py_got == good), at
+    # The batch must be the one the table names: its base offset, last offset and length.
+    assert _record_at_time_both(buf, 499, 511, ts, 500) == (None, None)
+    assert _record_at_time_both(buf, 500, 512, ts, 500) == (None, None)
+    assert _record_at_time_both(buf + b"\0", 500, 511, ts, 500) == (None, None)
+    assert _record_at_time_both(buf[:-1], 500, 511, ts, 500) == (None, None)
+    assert _record_at_time_both(buf[:60], 500, 511, ts, 500) == (None, None)
+    # No record qualifies: after the last timestamp, or a start beyond the batch.
+    assert _record_at_time_both(buf, 500, 511, BASE_TS + count, 500) == (None, None)
+    assert _record_at_time_both(buf, 500, 511, ts, 512) == (None, None)
+    # A control batch (a transaction marker) answers no time lookup here.
+    control = bytearray(buf)
+    control[22] |= batch_module.CONTROL_BIT
+    assert _record_at_time_both(control, 500, 511, ts, 500) == (None, None)
 
 
 def test_a_walk_stops_after_its_byte_limit_and_the_next_goes_on() -> None:
