@@ -28,6 +28,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/uio.h>
+#endif
 #include <limits.h>
 
 #include "_kafka_records.h" /* the reader's walk of a Kafka batch's records: batches_records takes plain ones */
@@ -1930,6 +1933,67 @@ done:
     return result;
 }
 
+/*
+ * pread_spans(fd, spans, file_size) -> list[bytes] | None
+ *
+ * The bytes at each (position, size) of the tuple `spans`, read from `fd` from the page cache alone
+ * (preadv2 with RWF_NOWAIT, straight into the bytes objects returned), each span clamped to
+ * `file_size` (nothing left: b""): the list when every span was read whole, else None -- bytes not
+ * cached, a short read, a failed read, a negative span, or no preadv2 on this platform -- and the
+ * caller's Python loop (fileio.SegmentFile.read_cached_spans, its twin) reads them again and decides
+ * (it raises what a failed read raises). It blocks on nothing, so it keeps the GIL.
+ */
+static PyObject *
+pread_spans(PyObject *self, PyObject *args)
+{
+    int fd;
+    PyObject *spans;
+    long long file_size;
+    if (!PyArg_ParseTuple(args, "iO!L", &fd, &PyTuple_Type, &spans, &file_size))
+        return NULL;
+#if defined(__linux__) && defined(RWF_NOWAIT)
+    Py_ssize_t n = PyTuple_GET_SIZE(spans);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *span = PyTuple_GET_ITEM(spans, i);
+        if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 2)
+            goto decline;
+        long long position = PyLong_AsLongLong(PyTuple_GET_ITEM(span, 0));
+        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(span, 1));
+        if (PyErr_Occurred() || position < 0 || size < 0)
+            goto decline;
+        long long available = file_size - position;
+        if (size > available)
+            size = available > 0 ? available : 0;
+        if (size > PY_SSIZE_T_MAX)
+            goto decline;
+        PyObject *piece = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+        if (piece == NULL)
+            goto error;
+        PyList_SET_ITEM(out, i, piece); /* owned by the list: released with it */
+        if (size > 0) {
+            struct iovec iov = {PyBytes_AS_STRING(piece), (size_t)size};
+            if (preadv2(fd, &iov, 1, (off_t)position, RWF_NOWAIT) != (ssize_t)size)
+                goto decline; /* errno is the Python loop's to read again and report */
+        }
+    }
+    return out;
+decline:
+    PyErr_Clear();
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(out);
+    return NULL;
+#else
+    (void)fd;
+    (void)file_size;
+    Py_RETURN_NONE;
+#endif
+}
+
 static PyMethodDef methods[] = {
     {"encode_body", encode_body, METH_VARARGS, "The msgpack body of a batch of valid records, or None."},
     {"body_plan", body_plan, METH_VARARGS, "encode_body's checking pass: a Plan whose write() makes the body, or None."},
@@ -1940,6 +2004,7 @@ static PyMethodDef methods[] = {
     {"batch_records", batch_records, METH_VARARGS, "The Records a read of the (checked, CRC-verified) batch returns."},
     {"find_timestamp", find_timestamp, METH_VARARGS, "The first entry >= lo of a dense body at or after a timestamp."},
     {"record_at_time", record_at_time, METH_VARARGS, "A time lookup's one Record of a batch placed by a batch table, or None."},
+    {"pread_spans", pread_spans, METH_VARARGS, "Spans of a file read from the page cache alone, or None."},
     {"batches_records", batches_records, METH_VARARGS, "decode_batches' loop over the plain valid batches of a buffer."},
     {"use_native_crc32c", use_native_crc32c, METH_VARARGS, "Compute batches_records' CRCs with google-crc32c's C function."},
     {"native_crc32c_in_use", native_crc32c_in_use, METH_NOARGS, "Whether batches_records uses google-crc32c's C function."},

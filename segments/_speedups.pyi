@@ -98,6 +98,9 @@ def record_at_time(
     start_offset: int,
     /,
 ) -> Record | None: ...
+def pread_spans(
+    fd: int, spans: tuple[tuple[int, int], ...], file_size: int, /
+) -> list[bytes | bytearray] | None: ...  # bytes objects only (typed as read_cached_spans returns them)
 def batch_records(
     record_type: type[Record],
     crc32c: Callable[[bytes], int],

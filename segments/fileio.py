@@ -62,6 +62,7 @@ from seglog.indexes.errors import ClosedError, FileReplacedError, StorageError
 from seglog.indexes.fileops import FILE_MODE as _FILE_MODE
 from seglog.indexes.fileops import Buffer, FileOps, default_ops, use_ops
 from seglog.indexes.handles import open_file_budget
+from seglog.segments._native import optional_c_module
 
 __all__ = [
     "Buffer",
@@ -107,6 +108,9 @@ class LateBuffer(Protocol):
 
 
 _PLAIN_BUFFERS: Final = frozenset((bytes, bytearray, memoryview))
+_speedups = optional_c_module("_speedups")
+# read_cached_spans' pieces read in one C call (its loop is the twin); None without the C module.
+_pread_spans = None if _speedups is None else _speedups.pread_spans
 
 
 def _is_late(buffer: object) -> bool:
@@ -1013,6 +1017,14 @@ class SegmentFile:
             fd = self._fd
             if fd is None:
                 return None  # deferred: the thread path opens the descriptor (opening may block)
+            if _pread_spans is not None and type(spans) is tuple and type(self._ops) is FileOps:
+                # With the default system calls, one C call reads every piece straight into the bytes
+                # returned; anything short of all of them whole (not cached, a failed read) is read
+                # again by the loop below, which decides and says what failed. A FileOps of a test's
+                # own (a fault injected) always takes the loop.
+                whole: list[bytes | bytearray] | None = _pread_spans(fd, spans, self._size)
+                if whole is not None:
+                    return whole
             preadv = self._ops.preadv_nowait
             file_size = self._size
             pieces: list[bytes | bytearray] = []

@@ -361,3 +361,72 @@ async def test_a_deferred_open_racing_a_rename_opens_the_renamed_file(tmp_path: 
         await rename
         assert f.path.name == "seg.log.deleted" and await read_at(f, 4, 2) == b"45"
         f.close()
+
+
+class _PlainOps(FileOps):
+    """The default system calls under a type of a test's own: read_cached_spans takes its Python loop."""
+
+
+async def test_the_one_call_read_of_spans_returns_what_the_python_loop_returns(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 40
+    with_c = SegmentFile.open(tmp_path / "c.log", create=True)
+    looped = SegmentFile.open(tmp_path / "py.log", create=True, ops=_PlainOps())
+    for f in (with_c, looped):
+        await append_file(f, [data])
+    if not with_c._page_cache_reads:
+        pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
+    cases = [
+        ((0, 61), (5000, 16), (9000, 1024)),
+        ((100, 0), (len(data) - 10, 50), (len(data), 5), (len(data) + 100, 7)),  # clamped at the logical end
+        ((7, 1),),
+        (),
+    ]
+    for spans in cases:
+        got, expected = with_c.read_cached_spans(spans), looped.read_cached_spans(spans)
+        assert got is not None and expected is not None
+        assert [bytes(p) for p in got] == [bytes(p) for p in expected] == [data[p : p + n] for p, n in spans]
+        if fileio._pread_spans is not None:
+            assert all(type(p) is bytes for p in got)  # the C call's pieces: no bytearray to copy again
+    # What the C call declines, the loop decides: a negative span is refused as before.
+    for f in (with_c, looped):
+        with pytest.raises(ValueError, match="negative read position"):
+            f.read_cached_spans(((0, 10), (-1, 5)))
+    with_c.close()
+    looped.close()
+
+
+def test_the_c_read_of_spans_declines_what_it_cannot_read_whole(tmp_path: Path) -> None:
+    pread_spans = fileio._pread_spans
+    if pread_spans is None:
+        pytest.skip("SEGLOG_PURE_PYTHON=1 or no C module: read_cached_spans' loop alone")
+    path = tmp_path / "spans.bin"
+    path.write_bytes(b"0123456789")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        whole = pread_spans(fd, ((2, 3), (8, 5), (20, 1)), 10)
+        if whole is None:
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
+        assert whole == [b"234", b"89", b""]
+        assert pread_spans(fd, ((8, 5),), 20) is None  # the file is shorter than the size given: a short read
+        assert pread_spans(fd, ((-1, 5),), 10) is None
+        assert pread_spans(fd, ((0, -5),), 10) is None
+        assert pread_spans(fd, ((0, 5, 1),), 10) is None
+        assert pread_spans(fd, (("0", 5),), 10) is None
+    finally:
+        os.close(fd)
+    assert pread_spans(fd, ((0, 5),), 10) is None  # a closed descriptor: the loop reads again and reports
+
+
+async def test_a_fault_injected_into_page_cache_reads_reaches_a_read_of_spans(tmp_path: Path) -> None:
+    # The C call is only for the default system calls: a FileOps of a test's own sees every read.
+    ops = FailingOps()
+    f = SegmentFile.open(tmp_path / "faults.log", create=True, ops=ops)
+    await append_file(f, [b"x" * 1000])
+    if not f._page_cache_reads:
+        pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
+    assert f.read_cached_spans(((0, 10), (500, 10))) == [b"x" * 10] * 2
+    assert ops.calls["preadv_nowait"] == 2
+    ops.fail("preadv_nowait", errno.EIO)
+    with pytest.raises(StorageError, match="read of 10 bytes at 0"):
+        f.read_cached_spans(((0, 10), (500, 10)))
+    f.close()
