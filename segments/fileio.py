@@ -984,6 +984,13 @@ class SegmentFile:
             self._busy += 1
         self.handle_used = True
         try:
+            fd = self._fd
+            if _pread_spans is not None and fd is not None and type(self._ops) is FileOps:
+                # With the default system calls, one C call reads straight into the bytes returned (no
+                # Python frame of its own, no zeroed buffer); what it declines _pread_nowait decides.
+                whole: list[bytes | bytearray] | None = _pread_spans(fd, ((position, size),), self._size)
+                if whole is not None:
+                    return whole[0]
             return self._pread_nowait(position, size)
         except _NotCached:
             return None

@@ -1588,6 +1588,21 @@ class LogSegment:
         Raises:
             StorageError, ClosedError.
         """
+        verified = self._verified
+        if verified is not None:
+            # The record a time lookup has just found (the read that usually follows it), taken once: a
+            # segment holds no record beyond the read it was kept for (a cut or close forgets it). It
+            # is the whole read when it is the offset asked for, its batch lies below the read limit
+            # and its key and value bytes reach max_bytes (decode_batch's rule).
+            self._verified = None
+            looked_up = verified[2]
+            key, value = looked_up.key, looked_up.value
+            if (
+                looked_up.offset == start_offset
+                and (max_position is None or verified[0] + verified[1] <= max_position)
+                and max_bytes <= (0 if key is None else len(key)) + (0 if value is None else len(value))
+            ):
+                return [looked_up]
         if self._batch_table is not None:
             got = self._table_read(start_offset, max_bytes, max_position)
             if got is not None:
@@ -1819,19 +1834,6 @@ class LogSegment:
             return None
         records = self._record_tables.get(position) if size >= _RECORD_TABLE_MIN_BYTES else None
         index = start_offset - first
-        verified = self._verified
-        if verified is not None and verified[0] == position and verified[1] == size and max_bytes <= size:
-            # The record a time lookup has just found in this batch (the read that usually follows it),
-            # taken once: a segment holds no record beyond the read it was kept for. It is the whole
-            # read when it is the offset asked for and its key and value bytes reach max_bytes
-            # (decode_batch's rule).
-            self._verified = None
-            looked_up = verified[2]
-            key, value = looked_up.key, looked_up.value
-            if looked_up.offset == start_offset and max_bytes <= (
-                (0 if key is None else len(key)) + (0 if value is None else len(value))
-            ):
-                return [looked_up]
         if records is not None:
             wanted = max(records.key_lengths[index], 0) + max(records.value_lengths[index], 0)
             if max_bytes <= wanted:  # one record is the whole read (decode_batch's max_bytes rule)
