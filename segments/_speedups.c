@@ -1964,7 +1964,7 @@ pread_spans(PyObject *self, PyObject *args)
         long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(span, 1));
         if (PyErr_Occurred() || position < 0 || size < 0)
             goto decline;
-        long long available = file_size - position;
+        long long available = position < file_size ? file_size - position : 0; /* no overflow: 0 <= position */
         if (size > available)
             size = available > 0 ? available : 0;
         if (size > PY_SSIZE_T_MAX)
