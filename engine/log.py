@@ -2107,7 +2107,22 @@ class PartitionLog:
         # Kafka: the first segment (holding offsets >= log start) whose largest timestamp reaches the
         # target; every earlier segment holds only smaller timestamps, so its first qualifying record
         # is the earliest in the whole log, however out of order the timestamps are.
-        bases, live = self._segments.live_from(start)
+        segments = self._segments
+        # The usual case first: the first live segment answers from its table, with no await (so the
+        # bounds taken before the lookup still hold), without the lists of the walk below.
+        head = segments.first_live(start, self._log_end_offset)
+        if head is None:
+            return None
+        base, segment, bound = head
+        found = segment.find_offset_by_timestamp_cached(timestamp, start)
+        if found is not None and found is not WOULD_BLOCK:
+            found_ts, offset = found
+            if base <= offset < bound:
+                return _new_offset_and_timestamp((offset, found_ts))
+            return self._answer_in(segment, offset, found_ts)  # raises: the segment is misplaced
+        bases, live = segments.live_from(start)
+        if found is None:  # the first holds no such timestamp: on with the next (as the walk would)
+            bases, live = bases[1:], live[1:]
         for base, segment in zip(bases, live, strict=True):
             found = segment.find_offset_by_timestamp_cached(timestamp, start)  # no await when it can answer
             if found is WOULD_BLOCK and (job := segment.batch_table_job(start, whole=True)) is not None:

@@ -2747,6 +2747,22 @@ class LogSegments(Generic[SegmentT]):
         bases = self._bases[max(bisect.bisect_right(self._bases, offset) - 1, 0) :]
         return bases, list(map(self._segments.__getitem__, bases))
 
+    def first_live(self, offset: int, default: int) -> tuple[int, SegmentT, int] | None:
+        """The first segment of :meth:`live_from` with its base offset and where its offsets end.
+
+        ``(base, segment, bound)``: ``bound`` is the next segment's base
+        offset (``default`` for the last), as :meth:`following_base` gives it;
+        ``None`` when there is no segment. One bisect, no list: a time
+        lookup's usual case, answered by the first live segment.
+        """
+        bases = self._bases
+        i = bisect.bisect_right(bases, offset)
+        i = i - 1 if i else 0
+        if i >= len(bases):
+            return None
+        base = bases[i]
+        return base, self._segments[base], bases[i + 1] if i + 1 < len(bases) else default
+
     def following_base(self, base_offset: int, default: int) -> int:
         """The smallest base offset > ``base_offset`` (``default`` when none): where that segment's offsets end."""
         bases = self._bases

@@ -26,7 +26,7 @@ BASE_TS = 1_700_000_000_000
 # Python calls (every frame, seglog's or not) of one cached lookup + one-record read, with the C reader, by
 # records per append: batches read whole (one C call finds and builds the record), and large batches with
 # record tables (the record's header, key and value read in one more guarded access).
-MAX_CALLS = {1: 10, 100: 10, 1000: 12}
+MAX_CALLS = {1: 9, 100: 9, 1000: 11}
 
 
 async def profiled_lookup_and_read(log: PartitionLog, timestamp: int) -> tuple[int, Record]:

@@ -124,6 +124,16 @@ def test_live_from_gives_bases_and_segments_from_the_one_holding_the_offset_in_n
     assert (bases, live) == ([10, 20, 30], [m[10], m[20], m[30]])
 
 
+def test_first_live_is_live_froms_first_segment_with_where_its_offsets_end() -> None:
+    segs, m = segments_of(10, 20, 30)
+    for offset in (0, 10, 15, 20, 29, 30, 1000):
+        bases, live = segs.live_from(offset)
+        assert segs.first_live(offset, 99) == (bases[0], live[0], segs.following_base(bases[0], 99)), offset
+    assert segs.first_live(25, 99) == (20, m[20], 30)
+    assert segs.first_live(35, 99) == (30, m[30], 99)  # the last: its offsets end at the default
+    assert LogSegments().first_live(0, 99) is None
+
+
 def test_following_base_is_the_next_segments_base_or_the_default_for_the_last() -> None:
     segs, _ = segments_of(10, 20, 30)
     assert segs.following_base(10, 99) == 20
