@@ -123,6 +123,9 @@ _RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog re
 # one record's key and value, not the whole batch, and the CRC is verified once, not at every read.
 # Below it, copying and checking the whole batch costs about what the extra reads of a record would.
 _RECORD_TABLE_MIN_BYTES: Final = 32 * 1024
+# A record-table read takes a batch's header and a record's key in one read when the key ends within this
+# many bytes of the batch start: a page copied costs less than a second system call.
+_NEAR_KEY_BYTES: Final = 4096
 # A time lookup answered from the batch table gives up (the header walk takes over) after this many
 # batches that reach the timestamp but hold no record at or after the starting offset.
 _TIME_LOOKUP_TRIES: Final = 4
@@ -1783,7 +1786,18 @@ class LogSegment:
             # One guarded access for the header (checked against the table: the CRC verified when the
             # table was built still holds for these bytes) and the record's key and value.
             key_at, value_at = records.key_positions[index], records.value_positions[index]
-            if key_length >= 0 and value_length >= 0:
+            near = key_at + key_length - records.position
+            if key_length >= 0 and value_length >= 0 and near <= _NEAR_KEY_BYTES:
+                # The key lies near the header (the first records' keys, or a batch of short keys): one
+                # read of both costs less than a second system call.
+                pieces = self._log.read_cached_spans(((records.position, near), (value_at, value_length)))
+                if pieces is None:
+                    return None
+                head, got_value = pieces
+                if len(head) != near or len(got_value) != value_length or head[:HEADER_SIZE] != records.header:
+                    return None
+                key, value = bytes(head[near - key_length :]), bytes(got_value)
+            elif key_length >= 0 and value_length >= 0:
                 pieces = self._log.read_cached_spans(
                     ((records.position, HEADER_SIZE), (key_at, key_length), (value_at, value_length))
                 )

@@ -34,12 +34,13 @@ BASE_TS = 1_700_000_000_000
 class Counts:
     cached_reads: int = 0
     cached_bytes: int = 0
+    pieces: int = 0  # the (position, size) ranges the page-cache reads asked for: one system call each
     blocking_reads: int = 0
     header_walks: int = 0
     crcs: int = 0
 
     def reset(self) -> None:
-        self.cached_reads = self.cached_bytes = self.blocking_reads = self.header_walks = self.crcs = 0
+        self.cached_reads = self.cached_bytes = self.pieces = self.blocking_reads = self.header_walks = self.crcs = 0
 
 
 @pytest.fixture
@@ -52,11 +53,13 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
     def counted_cached(self: SegmentFile, position: int, size: int) -> Any:
         got.cached_reads += 1
         got.cached_bytes += size
+        got.pieces += 1
         return read_cached(self, position, size)
 
     def counted_spans(self: SegmentFile, spans: list[tuple[int, int]]) -> Any:
         got.cached_reads += 1
         got.cached_bytes += sum(size for _, size in spans)
+        got.pieces += len(spans)
         return read_spans(self, spans)
 
     def counted_read(self: SegmentFile, fn: Any, **kw: Any) -> Any:
@@ -158,6 +161,21 @@ async def test_a_point_read_of_kafka_batches_is_one_exact_read(
             assert counts.cached_bytes < 200 * per_batch, counts  # exactly the batch
 
 
+# Of each 1000-record batch of _log(tmp_path, 1000, n, 1024), the first few dozen records have a key ending
+# within a page of the batch start (the timestamp column and the keys before it): their header and key are
+# one read.
+NEAR_KEYS = 30
+
+
+def _read_only_the_record(counts: Counts, offset: int) -> None:
+    # A record-table read: the header, the key and the value (61 + 8 + 1024 bytes, three ranges), or the
+    # header and key in one range of at most a page when the key lies that near the batch start.
+    if offset % 1000 < NEAR_KEYS:
+        assert counts.pieces == 2 and 61 + 8 + 1024 < counts.cached_bytes <= 4096 + 1024, counts
+    else:
+        assert (counts.pieces, counts.cached_bytes) == (3, 61 + 8 + 1024), counts
+
+
 async def test_a_point_read_of_a_large_batch_reads_only_the_record(tmp_path: Path, counts: Counts) -> None:
     engine, log = await _log(tmp_path, 1000, 3, 1024)
     async with engine:
@@ -168,7 +186,7 @@ async def test_a_point_read_of_a_large_batch_reads_only_the_record(tmp_path: Pat
             _check(got.records[0], offset, 1024)
             assert len(got.records) == 1
             assert (counts.cached_reads, counts.blocking_reads, counts.header_walks, counts.crcs) == (1, 0, 0, 0)
-            assert counts.cached_bytes == 61 + 8 + 1024, counts  # the header, the key, the value
+            _read_only_the_record(counts, offset)
 
 
 # seglog's Python calls in one record-table point read, from PartitionLog.read to the three page-cache
@@ -180,7 +198,7 @@ async def test_a_point_read_of_a_large_batch_is_a_fixed_small_number_of_python_c
     engine, log = await _log(tmp_path, 1000, 3, 1024)
     async with engine:
         await _verify_large_batches(log)
-        calls: list[int] = []
+        calls: dict[bool, set[int]] = {True: set(), False: set()}  # by whether the key is near the header
         for offset in (0, 1, 500, 999, 1000, 1999):
             names: list[str] = []
 
@@ -195,8 +213,10 @@ async def test_a_point_read_of_a_large_batch_is_a_fixed_small_number_of_python_c
                 sys.setprofile(None)
             _check(got.records[0], offset, 1024)
             assert len(names) <= MAX_RECORD_TABLE_READ_CALLS, names
-            calls.append(len(names))
-        assert len(set(calls)) == 1, f"the same path for every record: {calls}"
+            calls[offset % 1000 < NEAR_KEYS].add(len(names))
+        # The same path for every record (the Python read loop makes one call per range read: one fewer
+        # where the header and key are one read).
+        assert all(len(counted) == 1 for counted in calls.values()), calls
 
 
 async def test_a_time_lookup_then_read_of_a_large_batch_checks_its_header_once(
@@ -212,7 +232,7 @@ async def test_a_time_lookup_then_read_of_a_large_batch_checks_its_header_once(
             got = await log.read(found.offset, 1)
             _check(got.records[0], offset, 1024)
             assert (counts.blocking_reads, counts.header_walks, counts.crcs) == (0, 0, 0), counts
-            assert counts.cached_bytes == 61 + 8 + 1024, counts  # no second header read, no batch copy
+            _read_only_the_record(counts, offset)  # no second header read, no batch copy
 
 
 async def test_a_time_lookup_then_read_of_a_small_batch_reads_it_once(tmp_path: Path, counts: Counts) -> None:

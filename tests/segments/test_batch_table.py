@@ -14,6 +14,7 @@ from seghelpers import SegmentFactory, append, both, python_only
 
 from seglog.segments import batch as batch_module
 from seglog.segments import batch_table as batch_table_module
+from seglog.segments import segment as segment_module
 from seglog.segments.batch import HEADER_SIZE, TimestampType, encode_batch, read_header
 from seglog.segments.batch_table import (
     BatchTable,
@@ -137,19 +138,31 @@ async def test_a_cut_forgets_the_tables_so_rewritten_bytes_are_never_served_from
     assert got is not None and got[0].value == b"X00000150" + b"v" * 399
 
 
-async def test_a_batch_changed_under_its_record_table_is_not_served(make_segment: SegmentFactory) -> None:
+@pytest.mark.parametrize(
+    ("count", "value_bytes", "offset", "key_near_header"),
+    [
+        pytest.param(100, 400, 50, True, id="header-and-key-in-one-read"),
+        pytest.param(600, 60, 550, False, id="header-key-and-value-apart"),
+    ],
+)
+async def test_a_batch_changed_under_its_record_table_is_not_served(
+    make_segment: SegmentFactory, count: int, value_bytes: int, offset: int, key_near_header: bool
+) -> None:
     seg = await make_segment(0, index_interval_bytes=4096)
-    await append(seg, [_batch(0, 100, 400), _batch(100, 1, 10)])
+    await append(seg, [_batch(0, count, value_bytes), _batch(count, 1, 10)])
     _table(seg)
-    assert seg.read_records_cached(50, 1) is not None or not _page_cache_reads(seg)
+    assert seg.read_records_cached(offset, 1) is not None or not _page_cache_reads(seg)
     if not _page_cache_reads(seg):
         pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
-    assert seg._record_tables
+    records = seg._record_tables[0]
+    key_end = records.key_positions[offset] + records.key_lengths[offset] - records.position
+    assert (key_end <= segment_module._NEAR_KEY_BYTES) is key_near_header  # the read path this case is for
+    assert seg.read_records_cached(offset, 1) is not None  # served from the table while the header matches
     with open(seg.log_path, "r+b") as f:  # another CRC field: the header no longer matches the table
         f.seek(17)
         f.write(b"\x00\x00\x00\x00")
-    assert seg.read_records_cached(50, 1) is None  # the blocking read then decides (and refuses the CRC)
-    data = seg.read(50, 1, min_one_message=True)
+    assert seg.read_records_cached(offset, 1) is None  # the blocking read then decides (and refuses the CRC)
+    data = seg.read(offset, 1, min_one_message=True)
     assert data is not None and data is not WOULD_BLOCK
     with pytest.raises(CorruptRecordError):
         data.records()
