@@ -1859,8 +1859,8 @@ find_timestamp(PyObject *self, PyObject *args)
  *
  * A time lookup in the one batch a batch table placed, in one call (batch.record_at_time_py is
  * its Python twin): `buf` must be exactly that batch, whose base offset is `base_offset`, last
- * offset `last_offset` and length len(buf) by the table. Its header is checked as batches_records
- * checks it (a plain seglog batch, no control batch) and against those three, its CRC-32C
+ * offset `last_offset` and length len(buf) by the table. Its header is checked by plain_header_ok
+ * (a plain seglog batch, no control batch) and against those three, its CRC-32C
  * verified (crc32c_of), then the first record at or after start_offset whose timestamp is >=
  * target is found (find_timestamp's search) and that one Record built (decode_records' checks of
  * the whole body). None when no record qualifies or anything is not exactly so: the caller's
@@ -1878,40 +1878,28 @@ record_at_time(PyObject *self, PyObject *args)
         return NULL;
     PyObject *result = NULL, *built = NULL;
     const unsigned char *p = view.buf;
+    Header h;
     if (view.len < HEADER_SIZE || !PyType_IsSubtype(type, &PyTuple_Type))
         goto fallback;
-    long long base_offset = (long long)be(p, 8);
-    long long batch_length = (int32_t)be(p + 8, 4);
-    unsigned magic = p[16];
-    unsigned long long crc = be(p + CRC_OFFSET, 4);
-    int attributes = (int16_t)be(p + 21, 2);
-    long long last_offset_delta = (int32_t)be(p + 23, 4);
-    long long base_ts = (long long)be(p + 27, 8);
-    long long max_ts = (long long)be(p + 35, 8);
-    long long producer_id = (long long)be(p + 43, 8);
-    long long count = (int32_t)be(p + 57, 4);
-    long long size = LOG_OVERHEAD + batch_length, last;
-    if (magic != MAGIC || size < MIN_BATCH_SIZE || size != view.len || (attributes & ~KNOWN_ATTRIBUTES) ||
-        (attributes & (COMPRESSION_MASK | CONTROL_BIT)) || ((attributes & TRANSACTIONAL_BIT) && producer_id < 0) ||
-        count < 1 || count > last_offset_delta + 1 || count * MIN_RECORD_BYTES + BODY_FIXED_BYTES > size - HEADER_SIZE ||
-        base_offset < 0 || !add_int64(base_offset, last_offset_delta, &last) || max_ts < base_ts || base_ts < 0 ||
-        base_offset != want_base || last != want_last || start_offset > last)
+    parse_header(p, &h);
+    if (!plain_header_ok(&h, view.len) || h.size != view.len || h.base_offset != want_base || h.last != want_last ||
+        start_offset > h.last)
         goto fallback;
     unsigned long long value;
-    if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(size - CRC_START), &value))
+    if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(h.size - CRC_START), &value))
         goto error;
-    if (value != crc)
+    if (value != h.crc)
         goto fallback; /* the slower path reports the mismatch */
-    int log_append = attributes & TIMESTAMP_TYPE_BIT;
-    Py_ssize_t lo = (Py_ssize_t)(start_offset > base_offset ? start_offset - base_offset : 0), found;
+    int log_append = h.attributes & TIMESTAMP_TYPE_BIT;
+    Py_ssize_t lo = (Py_ssize_t)(start_offset > h.base_offset ? start_offset - h.base_offset : 0), found;
     long long at;
-    if (!search_timestamps(p + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE), (Py_ssize_t)count, last_offset_delta,
-                           base_ts, max_ts, log_append, lo, target, &found, &at) ||
+    if (!search_timestamps(p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE), (Py_ssize_t)h.count,
+                           h.last_offset_delta, h.base_ts, h.max_ts, log_append, lo, target, &found, &at) ||
         found < 0)
         goto fallback;
     /* max_bytes 0: exactly one Record, the one found (the whole body checked, as a read checks it) */
-    built = records_of_body(type, p + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE), (Py_ssize_t)count,
-                            last_offset_delta, base_offset, base_ts, max_ts, log_append, found, 0);
+    built = records_of_body(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE), (Py_ssize_t)h.count,
+                            h.last_offset_delta, h.base_offset, h.base_ts, h.max_ts, log_append, found, 0);
     if (built == NULL)
         goto error;
     if (built == Py_None || PyList_GET_SIZE(built) < 1)
