@@ -43,6 +43,7 @@ from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 from seglog.indexes import AbortedTxn, LazyIndex, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from seglog.indexes.errors import ClosedError, SeglogError, StorageError
 from seglog.segments.batch import (
+    CONTROL_BIT,
     HEADER,
     HEADER_SIZE,
     INT32_MAX,
@@ -123,6 +124,9 @@ _RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog re
 # one record's key and value, not the whole batch, and the CRC is verified once, not at every read.
 # Below it, copying and checking the whole batch costs about what the extra reads of a record would.
 _RECORD_TABLE_MIN_BYTES: Final = 32 * 1024
+# A time lookup decodes a Kafka batch up to this size whole (one C call) and searches its records; a larger
+# one takes the checked window and find_timestamp.
+_DECODED_KAFKA_BATCH_MAX_BYTES: Final = 4096
 # A record-table read takes a batch's header and a record's key in one read when the key ends within this
 # many bytes of the batch start: a page copied costs less than a second system call.
 _NEAR_KEY_BYTES: Final = 4096
@@ -131,6 +135,7 @@ _NEAR_KEY_BYTES: Final = 4096
 _TIME_LOOKUP_TRIES: Final = 4
 _new_record = partial(tuple.__new__, Record)
 _new_timestamp_offset = partial(tuple.__new__, TimestampOffset)  # skips NamedTuple.__new__'s Python frame
+_ATTRIBUTES_LOW: Final = 22  # part of the format: the low byte of a batch's big-endian attributes
 
 
 class RollParams(NamedTuple):
@@ -1972,6 +1977,22 @@ class LogSegment:
             if hit is not None:
                 self._verified = (position, size, hit)
                 return _new_timestamp_offset((hit.timestamp, hit.offset))
+            if size <= _DECODED_KAFKA_BATCH_MAX_BYTES and window[MAGIC_OFFSET] == KAFKA_MAGIC:
+                # A small Kafka batch (the wire server's; record_at_time reads seglog's format only): checked
+                # against the table, then checked, CRC-verified and decoded whole by the one-batch C reader,
+                # and searched; the record found is kept for the read that follows.
+                base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
+                if base_offset != first or LOG_OVERHEAD + batch_length != size or (
+                    base_offset + last_offset_delta != table.last_offsets[slot]
+                ):
+                    return WOULD_BLOCK
+                decoded = first_batch_records(window, first, None)
+                if decoded is not None:
+                    for record in decoded:
+                        if record.offset >= starting_offset and record.timestamp >= timestamp:  # type: ignore[operator]
+                            self._verified = (position, size, record)
+                            return _new_timestamp_offset((record.timestamp, record.offset))
+                    return None
         checked = self._checked_window(position, size, first, table.last_offsets[slot])
         if checked is None:
             return WOULD_BLOCK

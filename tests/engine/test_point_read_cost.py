@@ -161,6 +161,33 @@ async def test_a_point_read_of_kafka_batches_is_one_exact_read(
             assert counts.cached_bytes < 200 * per_batch, counts  # exactly the batch
 
 
+@pytest.mark.skipif(
+    bool(os.environ.get("SEGLOG_PURE_PYTHON")), reason="without the C module a Kafka batch takes the checked window"
+)
+@pytest.mark.parametrize("per_batch", [1, 10])
+async def test_a_time_lookup_then_read_of_small_kafka_batches_reads_the_batch_once(
+    tmp_path: Path, counts: Counts, per_batch: int
+) -> None:
+    # Kafka batches are decoded whole by the one-batch reader in the lookup, and the read that follows
+    # takes the record found: no second read of the batch, no header walk, no thread.
+    engine = await Engine.open(tmp_path, CONFIG)
+    async with engine:
+        await engine.create_topic("t")
+        log = engine.log("t")
+        for first in range(0, 400, per_batch):
+            await log.append_kafka_batch(kafka_batch(first, _records(per_batch, first, 100)))
+        await log.offset_for_timestamp(BASE_TS)  # the first lookup tables the segment's batches
+        if not _page_cache_reads(log):
+            pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
+        for offset in range(1, 390, 7):  # (the last write's batches are read from memory, not the file)
+            counts.reset()
+            found = await log.offset_for_timestamp(BASE_TS + offset)
+            assert found is not None and (found.offset, found.timestamp) == (offset, BASE_TS + offset)
+            got = await log.read(found.offset, 1)
+            _check(got.records[0], offset, 100)
+            assert (counts.cached_reads, counts.blocking_reads, counts.header_walks) == (1, 0, 0), counts
+
+
 # Of each 1000-record batch of _log(tmp_path, 1000, n, 1024), the first few dozen records have a key ending
 # within a page of the batch start (the timestamp column and the keys before it): their header and key are
 # one read.
