@@ -128,26 +128,28 @@ fill_record(PyObject *record, PyObject *value, PyObject *key, PyObject *timestam
 
 /*
  * kafka_records_into(type, section, len, count, base_offset, base_ts, max_ts, last_offset_delta,
- *                    log_append, start_offset, max_bytes, into) -> 1 | 0 | -1
+ *                    log_append, start_offset, min_ts, max_bytes, into) -> 1 | 0 | -1
  *
  * kafka_batch.decode_records of a stored, non-control batch whose header and CRC were checked, over
  * its uncompressed records section: every reader rule of _walk_records (produced=False) and
  * _walk_stored (count records filling the section exactly; offset deltas strictly increasing from
  * >= 0, the last at most last_offset_delta; key and value lengths >= -1 that fit; headers with a
  * non-null UTF-8 key without NUL and a non-null value, ending at the record's end; every timestamp
- * >= 0; without log_append the largest timestamp equal to max_ts), then the Records from
- * start_offset on, up to max_bytes of keys and values (-1: all), every timestamp max_ts under
- * log_append, appended to the list `into`. 1 when so; 0 (refused) when anything is not exactly so,
+ * >= 0; without log_append the largest timestamp equal to max_ts), then the Records from the first
+ * at or after start_offset whose timestamp is >= min_ts (LLONG_MIN: any; a time lookup's search) on,
+ * up to max_bytes of keys and values (-1: all), every timestamp max_ts under log_append, appended to
+ * the list `into`. 1 when so; 0 (refused) when anything is not exactly so,
  * -1 with an exception (memory): in both cases `into` is left as it was.
  */
 static int
 kafka_records_into(PyTypeObject *type, const unsigned char *buf, Py_ssize_t end, long long count,
                    long long base_offset, long long base_ts, long long max_ts, long long last_offset_delta,
-                   int log_append, long long start_offset, long long max_bytes, PyObject *into)
+                   int log_append, long long start_offset, long long min_ts, long long max_bytes, PyObject *into)
 {
     Py_ssize_t pos = 0, at = PyList_GET_SIZE(into);
     int64_t previous = -1, max_delta = 0, total = 0;
-    int full = 0; /* max_bytes reached: the records after it are checked, not built */
+    int full = 0;    /* max_bytes reached: the records after it are checked, not built */
+    int started = 0; /* a record reached start_offset and min_ts: it and those after it are built */
     int outcome = 0;
     if (!PyType_IsSubtype(type, &PyTuple_Type) || count < 0 || count > end / KAFKA_MIN_RECORD_BYTES ||
         base_offset < 0)
@@ -185,7 +187,9 @@ kafka_records_into(PyTypeObject *type, const unsigned char *buf, Py_ssize_t end,
                 goto refused;
             }
         }
-        if (full || offset < start_offset) {
+        if (!started)
+            started = offset >= start_offset && (log_append ? max_ts : (long long)ts) >= min_ts;
+        if (full || !started) {
             Py_DECREF(headers);
             continue;
         }

@@ -12,6 +12,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <limits.h>
 
 #include "_kafka_records.h"
 
@@ -116,7 +117,7 @@ stored_records(PyObject *self, PyObject *args)
     PyObject *out = PyList_New(0);
     if (out != NULL) {
         switch (kafka_records_into(type, view.buf, view.len, count, base_offset, base_ts, max_ts, last_offset_delta,
-                                   log_append, start_offset, max_bytes, out)) {
+                                   log_append, start_offset, LLONG_MIN, max_bytes, out)) {
         case -1:
             Py_CLEAR(out);
             break;

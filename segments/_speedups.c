@@ -1455,13 +1455,15 @@ crc32c_of(PyObject *crc32c, const unsigned char *data, Py_ssize_t size, unsigned
 }
 
 /*
- * batch_records(record_type, crc32c, buf, start_offset, max_bytes) -> list[Record] | None
+ * batch_records(record_type, crc32c, buf, start_offset, max_bytes[, min_timestamp]) -> list[Record] | None
  *
  * What a read of the batch at the start of `buf` returns, as FetchData.records builds it, for a seglog
  * batch or a plain Kafka one (uncompressed, not a control batch): the header checked as
  * batch.header_problem checks it (plain_header_ok, plain_kafka_header_ok; max_batch_bytes: len(buf)),
  * the batch whole in `buf`, its CRC-32C (crc32c_of) equal to the header's, and its body read (by
- * records_of_body, kafka_records_into) from start_offset on, up to max_bytes (-1: every record). None when anything is not exactly so: the Python path then
+ * records_of_body, kafka_records_into) from start_offset on, up to max_bytes (-1: every record);
+ * for a Kafka batch with min_timestamp, from the first record at or after start_offset whose
+ * timestamp is >= min_timestamp (a time lookup; [] when none is: every record was still checked). None when anything is not exactly so: the Python path then
  * raises the documented error (or reads what this function does not take).
  */
 static PyObject *
@@ -1470,8 +1472,9 @@ batch_records(PyObject *self, PyObject *args)
     PyTypeObject *type;
     PyObject *crc32c;
     Py_buffer view;
-    long long start_offset, max_bytes;
-    if (!PyArg_ParseTuple(args, "O!Oy*LL", &PyType_Type, &type, &crc32c, &view, &start_offset, &max_bytes))
+    long long start_offset, max_bytes, min_ts = LLONG_MIN;
+    if (!PyArg_ParseTuple(args, "O!Oy*LL|L", &PyType_Type, &type, &crc32c, &view, &start_offset, &max_bytes,
+                          &min_ts))
         return NULL;
     PyObject *result = NULL;
     const unsigned char *p = view.buf;
@@ -1480,8 +1483,9 @@ batch_records(PyObject *self, PyObject *args)
         goto fallback;
     parse_header(p, &h);
     int kafka = h.magic == KAFKA_MAGIC;
-    if (!(kafka ? plain_kafka_header_ok(&h, view.len) : plain_header_ok(&h, view.len)) || start_offset > h.last)
-        goto fallback;
+    if (!(kafka ? plain_kafka_header_ok(&h, view.len) : plain_header_ok(&h, view.len)) || start_offset > h.last ||
+        (min_ts != LLONG_MIN && !kafka))
+        goto fallback; /* (record_at_time searches seglog's batches by time) */
     unsigned long long value;
     if (!crc32c_of(crc32c, p + CRC_START, (Py_ssize_t)(h.size - CRC_START), &value))
         goto error;
@@ -1493,8 +1497,8 @@ batch_records(PyObject *self, PyObject *args)
             goto error;
         int took = kafka_records_into(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE), h.count,
                                       h.base_offset, h.base_ts, h.max_ts, h.last_offset_delta,
-                                      h.attributes & TIMESTAMP_TYPE_BIT, start_offset, max_bytes < 0 ? -1 : max_bytes,
-                                      result);
+                                      h.attributes & TIMESTAMP_TYPE_BIT, start_offset, min_ts,
+                                      max_bytes < 0 ? -1 : max_bytes, result);
         if (took == 1)
             goto done;
         Py_CLEAR(result);
@@ -1623,7 +1627,7 @@ batches_records(PyObject *self, PyObject *args)
         if (h.last >= start_offset && kafka) {
             int took = kafka_records_into(type, p + HEADER_SIZE, (Py_ssize_t)(h.size - HEADER_SIZE), h.count,
                                           h.base_offset, h.base_ts, h.max_ts, h.last_offset_delta,
-                                          h.attributes & TIMESTAMP_TYPE_BIT, start_offset, -1, into);
+                                          h.attributes & TIMESTAMP_TYPE_BIT, start_offset, LLONG_MIN, -1, into);
             if (took < 0)
                 goto done;
             if (took == 0)

@@ -107,5 +107,23 @@ def batch_records(
     buf: bytes | bytearray | memoryview,
     start_offset: int,
     max_bytes: int,
+    min_timestamp: int = ...,  # a Kafka batch only: from the first record at or after it
     /,
 ) -> list[Record] | None: ...
+def batches_records(
+    record_type: type[Record],
+    crc32c: Callable[[bytes], int],
+    buf: bytes | bytearray | memoryview,
+    position: int,
+    start_offset: int,
+    max_batch_bytes: int,
+    expected: int,
+    into: list[Record],
+    /,
+) -> tuple[int, int]: ...
+def walk_headers(
+    window: bytes | bytearray, at: int, position: int, end: int, stop_at: int, expected: int, max_entries: int, /
+) -> tuple[int, int, int, bytes, bytes, bytes]: ...
+def whole_batches_length(buf: bytes | bytearray | memoryview, first_size: int, /) -> int | None: ...
+def use_native_crc32c(path: str, check: bytes, expected: int, /) -> bool: ...
+def native_crc32c_in_use() -> bool: ...

@@ -1028,6 +1028,26 @@ def first_batch_records(buf: bytes | bytearray, start_offset: int, max_bytes: in
     return got
 
 
+def kafka_record_at_time(buf: bytes | bytearray, start_offset: int, timestamp: int) -> list[Record] | None:
+    """The first record of the Kafka batch at ``buf``'s start at or after ``start_offset`` reaching ``timestamp``.
+
+    On the C path alone, for a time lookup with a slower path of its own: the
+    batch's header is checked, its CRC verified and every record walked with
+    the reader's rules, and only that record is built: ``[record]``, or ``[]``
+    when none qualifies. ``None`` when the C module is absent, the batch is not
+    a plain Kafka batch (compressed, a marker, seglog's format: searched by
+    ``record_at_time``), or anything is wrong: the slower path then decides.
+    ``start_offset`` must be an int in [0, 2**63-1], ``timestamp`` an int.
+    """
+    fast = _fast
+    if fast is None or len(buf) <= MAGIC_OFFSET or buf[MAGIC_OFFSET] != KAFKA_MAGIC:
+        return None
+    got: list[Record] | None = fast.batch_records(
+        Record, _crc_value, buf, start_offset, 0, min(max(timestamp, -INT64_MAX), INT64_MAX)
+    )
+    return got
+
+
 def record_at_time_py(
     buf: bytes | bytearray, base_offset: int, last_offset: int, timestamp: int, start_offset: int
 ) -> Record | None:

@@ -60,6 +60,7 @@ from seglog.segments.batch import (
     first_batch_records,
     header_problem,
     index_entry_problem,
+    kafka_record_at_time,
     offset_problem,
     read_header,
     record_at_time,
@@ -124,9 +125,6 @@ _RECOVERY_HINT: Final = "recovery truncates the segment here on open ('seglog re
 # one record's key and value, not the whole batch, and the CRC is verified once, not at every read.
 # Below it, copying and checking the whole batch costs about what the extra reads of a record would.
 _RECORD_TABLE_MIN_BYTES: Final = 32 * 1024
-# A time lookup decodes a Kafka batch up to this size whole (one C call) and searches its records; a larger
-# one takes the checked window and find_timestamp.
-_DECODED_KAFKA_BATCH_MAX_BYTES: Final = 4096
 # A record-table read takes a batch's header and a record's key in one read when the key ends within this
 # many bytes of the batch start: a page copied costs less than a second system call.
 _NEAR_KEY_BYTES: Final = 4096
@@ -1977,22 +1975,22 @@ class LogSegment:
             if hit is not None:
                 self._verified = (position, size, hit)
                 return _new_timestamp_offset((hit.timestamp, hit.offset))
-            if size <= _DECODED_KAFKA_BATCH_MAX_BYTES and window[MAGIC_OFFSET] == KAFKA_MAGIC:
-                # A small Kafka batch (the wire server's; record_at_time reads seglog's format only): checked
-                # against the table, then checked, CRC-verified and decoded whole by the one-batch C reader,
-                # and searched; the record found is kept for the read that follows.
+            if window[MAGIC_OFFSET] == KAFKA_MAGIC:
+                # A Kafka batch (the wire server's; record_at_time reads seglog's format only): checked
+                # against the table, then checked, CRC-verified and searched by the one-batch C reader,
+                # which builds only the record found; it is kept for the read that follows.
                 base_offset, batch_length, last_offset_delta = _LOCATE.unpack_from(window)
                 if base_offset != first or LOG_OVERHEAD + batch_length != size or (
                     base_offset + last_offset_delta != table.last_offsets[slot]
                 ):
                     return WOULD_BLOCK
-                decoded = first_batch_records(window, first, None)
-                if decoded is not None:
-                    for record in decoded:
-                        if record.offset >= starting_offset and record.timestamp >= timestamp:  # type: ignore[operator]
-                            self._verified = (position, size, record)
-                            return _new_timestamp_offset((record.timestamp, record.offset))
-                    return None
+                searched = kafka_record_at_time(window, first + skip, timestamp)
+                if searched is not None:
+                    if not searched:
+                        return None
+                    record = searched[0]
+                    self._verified = (position, size, record)
+                    return _new_timestamp_offset((record.timestamp, record.offset))
         checked = self._checked_window(position, size, first, table.last_offsets[slot])
         if checked is None:
             return WOULD_BLOCK

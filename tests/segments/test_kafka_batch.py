@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kafkahelpers import kafka_batch, records_of, reseal
 from seghelpers import python_only
 
+from seglog.segments import batch as batch_module
 from seglog.segments import kafka_batch as kb
 from seglog.segments.batch import check_header, decode_batch, decode_first_batch, read_header, verify_crc
 from seglog.segments.errors import CorruptRecordError
@@ -124,6 +125,18 @@ def _both(batch: bytes, start_offset: int, max_bytes: int | None, timestamp: int
     fast = _read(batch, start_offset, max_bytes, timestamp=timestamp)
     with python_only():
         slow = _read(batch, start_offset, max_bytes, timestamp=timestamp)
+        try:  # what a time lookup finds, by the Python reader: the record, or none
+            wanted: object = [
+                r for r in decode_first_batch(batch, start_offset=start_offset) if r.timestamp >= timestamp  # type: ignore[operator]
+            ][:1]
+        except CorruptRecordError:
+            wanted = None
+    # The time lookup's C search of a Kafka batch (the one record built) finds that record, or declines.
+    found = batch_module.kafka_record_at_time(batch, start_offset, timestamp)
+    assert found is None or found == wanted
+    within = start_offset <= read_header(batch).last_offset  # (a lookup's start is in the batch it searches)
+    if wanted is not None and within and batch[21] == 0 and batch[22] & 0x27 == 0:
+        assert found == wanted  # a plain (uncompressed, not a marker) valid batch: never declined
     return fast, slow
 
 
