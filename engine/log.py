@@ -98,6 +98,7 @@ from seglog.segments.batch import (
     decode_batches,
     decode_first_batch,
     encode_batch_parts,
+    encode_small_batch,
     plan_batch_parts,
     read_header,
     rebase_batch,
@@ -175,8 +176,8 @@ def _written(body: bytes | LateBody) -> bytes:
 
 @dataclass(slots=True)
 class _PendingAppend:
-    head: bytearray  # the batch's 61-byte header; the writer patches its base offset in
-    body: bytes | LateBody  # the rest of the batch (never copied: written from here by pwritev)
+    head: bytearray  # the batch's 61-byte header, or the whole batch; the writer patches its base offset in
+    body: bytes | LateBody  # the rest of the batch (never copied: written from here by pwritev), or b""
     header: BatchHeader  # as encoded (base offset 0)
     size: int  # bytes of the whole batch (header.size, kept as a field: it is read several times per append)
     future: asyncio.Future[AppendResult] | None  # None for a merged batch: its members' futures answer
@@ -760,8 +761,31 @@ class PartitionLog:
             # (LevelDB's writer queue): it lets the loop turn once, so that the appends of the other
             # tasks of this turn queue behind it (they merge among themselves), and writes them all
             # with its own (_write_next); its result is then ready, unless the writer task took over.
-            head, body, header = self._encode(records)
-            self._pending.append(_PendingAppend(head, body, header, LOG_OVERHEAD + header.batch_length, future))
+            # A small batch of plain records is encoded whole, in one call (header, CRC and body), and
+            # written by _write_lean unless anything queues behind it or the write is unusual.
+            lean = (
+                encode_small_batch(
+                    records, timestamp_type=self._timestamp_type, now_ms=time.time_ns() // 1_000_000,
+                    max_bytes=LOOP_WRITE_MAX_BYTES,
+                )
+                if records.__class__ is list
+                else None
+            )
+            if lean is None:
+                head, body, header = self._encode(records)
+                item = _PendingAppend(head, body, header, LOG_OVERHEAD + header.batch_length, future)
+            else:
+                batch, max_timestamp = lean
+                count = len(records)  # before the turn: the caller's list may change meanwhile
+                size = len(batch)
+                config = self.config
+                if size > config.max_message_bytes or size > config.segment_bytes:
+                    self._check_size(size)
+                # Queued as any batch (its header and body in one buffer): a caller queued behind it, or
+                # a close during the turn, writes it with the rest.
+                item = _PendingAppend(batch, b"", read_header(batch), size, future)
+            pending = self._pending
+            pending.append(item)
             self._write_soon = _LEADER
             try:
                 await asyncio.sleep(0)
@@ -771,6 +795,13 @@ class PartitionLog:
                     self._write_soon = loop.call_soon(self._write_next)
                 raise
             if self._write_soon is _LEADER:  # (a close may have written the queue already)
+                if lean is not None and len(pending) == 1:  # nobody queued behind it
+                    self._write_soon = None
+                    pending.clear()
+                    result = self._write_lean(batch, count, max_timestamp)
+                    if result is not None:
+                        return result
+                    pending.append(item)  # the general path decides
                 self._write_next()
             return await future
         elif type(records) is list and 0 < len(records) <= SMALL_APPEND_RECORDS:
@@ -1016,6 +1047,51 @@ class PartitionLog:
             self._writer = asyncio.get_running_loop().create_task(
                 self._write_pending(group or None), name=f"seglog-writer-{self.topic}-{self.partition}"
             )
+
+    def _write_lean(self, batch: bytearray, records: int, max_timestamp: int) -> AppendResult | None:
+        """Write one leading caller's batch on the loop and publish it: its result, or ``None`` (nothing done).
+
+        ``_write_on_loop`` and ``_publish`` fused for the commonest append (one
+        batch ``encode_small_batch`` made, nobody queued behind it): the same
+        conditions (the lock free, the files open, ``flush.messages`` not
+        reached), then ``LogSegment.append_lean``, which refuses whatever is
+        not the common case. ``None`` sends the batch down the general path.
+
+        Raises:
+            StorageError: the write failed; nothing was published.
+        """
+        config = self.config
+        if (
+            self._lock.locked()
+            or self._closed
+            or self._unopened is not None
+            or not self._active_indexes_ready
+            or self._unflushed_messages + records >= config.flush_messages
+        ):
+            return None
+        active = self._segments.last_segment
+        assert active is not None  # a partition always has a segment
+        base = self._log_end_offset
+        if (
+            active.append_lean(
+                batch, base, records, max_timestamp, config.segment_ms, config.segment_bytes,
+                time.time_ns() // 1_000_000,
+            )
+            is WOULD_BLOCK
+        ):
+            return None
+        # _publish, for one batch.
+        end = base + records
+        self._log_end_offset = end
+        self._tail = (base, end, bytes(batch), True) if len(batch) <= TAIL_CACHE_BYTES else None
+        self._unflushed_messages += records
+        if self._data_waiters:
+            self._wake_readers()
+        self._producers.map_end_offset = end
+        log_append_time = self._timestamp_type is TimestampType.LOG_APPEND_TIME
+        return _new_append_result(
+            (base, end - 1, max_timestamp, max_timestamp if log_append_time else NO_TIMESTAMP, self._log_start_offset)
+        )
 
     def _write_on_loop(self, group: list[_PendingAppend]) -> bool:
         """Write ``group`` here on the event loop and answer its callers; ``False`` (nothing done) if it cannot.

@@ -401,16 +401,12 @@ plan_body(PyObject *records, int log_append, long long now_ms, BodyPlan *plan)
     return 1;
 }
 
-/* The writing pass of encode_body: the body `plan` describes, as a new bytes object. */
-static PyObject *
-write_body(const BodyPlan *plan)
+/* The writing pass of encode_body into p (plan->size bytes): where the body ends. */
+static unsigned char *
+write_body_into(const BodyPlan *plan, unsigned char *p)
 {
     PyObject **items = plan->items;
-    Py_ssize_t count = plan->count, size = plan->size;
-    PyObject *body = PyBytes_FromStringAndSize(NULL, size);
-    if (body == NULL)
-        return NULL;
-    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(body);
+    Py_ssize_t count = plan->count;
     *p++ = 0x95; /* the five columns */
     *p++ = 0xc0; /* offset deltas: nil, dense */
     if (plan->with_deltas) {
@@ -438,6 +434,18 @@ write_body(const BodyPlan *plan)
     else {
         *p++ = 0xc0;
     }
+    return p;
+}
+
+/* The writing pass of encode_body: the body `plan` describes, as a new bytes object. */
+static PyObject *
+write_body(const BodyPlan *plan)
+{
+    Py_ssize_t size = plan->size;
+    PyObject *body = PyBytes_FromStringAndSize(NULL, size);
+    if (body == NULL)
+        return NULL;
+    unsigned char *p = write_body_into(plan, (unsigned char *)PyBytes_AS_STRING(body));
     if (p != (unsigned char *)PyBytes_AS_STRING(body) + size) { /* cannot happen: the sizes are exact */
         Py_DECREF(body);
         PyErr_SetString(PyExc_SystemError, "seglog.segments._speedups.encode_body: size mismatch");
@@ -1576,6 +1584,58 @@ native_crc32c_in_use(PyObject *self, PyObject *Py_UNUSED(ignored))
     return PyBool_FromLong(native_crc32c != NULL);
 }
 
+#define NO_PRODUCER_ID_BE 0xFFFFFFFFFFFFFFFFull /* -1 in two's complement, in every width */
+
+/*
+ * encode_small_batch(records, log_append_time, now_ms, max_bytes) -> (batch, max_ts) | None
+ *
+ * batch.encode_small_batch in C: the whole batch encode_batch_parts makes (base offset 0, no
+ * producer, not transactional) -- its 61 header bytes with the CRC-32C, then encode_body's body --
+ * as one new bytearray, with its max timestamp. None when encode_body would return None, when the
+ * batch would be larger than max_bytes, or when google-crc32c's C function is not in use
+ * (use_native_crc32c): the Python path then decides, with its errors.
+ */
+static PyObject *
+encode_small_batch(PyObject *self, PyObject *args)
+{
+    PyObject *records;
+    int log_append;
+    long long now_ms;
+    Py_ssize_t max_bytes;
+    if (!PyArg_ParseTuple(args, "OpLn", &records, &log_append, &now_ms, &max_bytes))
+        return NULL;
+    BodyPlan plan;
+    if (native_crc32c == NULL || !plan_body(records, log_append, now_ms, &plan))
+        Py_RETURN_NONE;
+    if (plan.size > max_bytes - HEADER_SIZE || plan.count > INT32_MAX)
+        Py_RETURN_NONE;
+    PyObject *batch = PyByteArray_FromStringAndSize(NULL, HEADER_SIZE + plan.size);
+    if (batch == NULL)
+        return NULL;
+    unsigned char *start = (unsigned char *)PyByteArray_AS_STRING(batch);
+    unsigned char *end = write_body_into(&plan, start + HEADER_SIZE);
+    if (end != start + HEADER_SIZE + plan.size) { /* cannot happen: the sizes are exact */
+        Py_DECREF(batch);
+        PyErr_SetString(PyExc_SystemError, "seglog.segments._speedups.encode_small_batch: size mismatch");
+        return NULL;
+    }
+    unsigned char *p = put_be(start, 0, 8);                               /* base offset */
+    p = put_be(p, (unsigned long long)(HEADER_SIZE - LOG_OVERHEAD + plan.size), 4); /* batch length */
+    p = put_be(p, NO_PRODUCER_ID_BE, 4);                                  /* partition leader epoch: -1 */
+    *p++ = MAGIC;
+    p += 4;                                                               /* the CRC, below */
+    p = put_be(p, log_append ? TIMESTAMP_TYPE_BIT : 0, 2);               /* attributes */
+    p = put_be(p, (unsigned long long)(plan.count - 1), 4);               /* last offset delta */
+    p = put_be(p, (unsigned long long)plan.base_ts, 8);
+    p = put_be(p, (unsigned long long)plan.max_ts, 8);
+    p = put_be(p, NO_PRODUCER_ID_BE, 8);                                  /* producer id: -1 */
+    p = put_be(p, NO_PRODUCER_ID_BE, 2);                                  /* producer epoch: -1 */
+    p = put_be(p, NO_PRODUCER_ID_BE, 4);                                  /* base sequence: -1 */
+    put_be(p, (unsigned long long)plan.count, 4);                         /* record count */
+    put_be(start + CRC_OFFSET, native_crc32c(0, start + CRC_START, (size_t)(HEADER_SIZE - CRC_START + plan.size)), 4);
+    return Py_BuildValue("(NL)", batch, plan.max_ts);
+}
+
 /*
  * batches_records(record_type, crc32c, buf, position, start_offset, max_batch_bytes, expected, into)
  *   -> (position, expected)
@@ -1988,6 +2048,7 @@ error:
 
 static PyMethodDef methods[] = {
     {"encode_body", encode_body, METH_VARARGS, "The msgpack body of a batch of valid records, or None."},
+    {"encode_small_batch", encode_small_batch, METH_VARARGS, "A whole small batch (header with CRC, body) as a bytearray, or None."},
     {"body_plan", body_plan, METH_VARARGS, "encode_body's checking pass: a Plan whose write() makes the body, or None."},
     {"range_ok", range_ok, METH_VARARGS, "Whether records lo..hi-1 of checked-length columns pass FORMAT.md 2.3 rule 8."},
     {"arrow_batch", arrow_batch, METH_VARARGS, "The records of a dense batch body as Arrow column buffers, or None."},

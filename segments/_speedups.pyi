@@ -5,6 +5,9 @@ from collections.abc import Callable, Sequence
 from seglog.segments.records import Record
 
 def encode_body(records: Sequence[Record], log_append_time: bool, now_ms: int, /) -> tuple[bytes, int, int] | None: ...
+def encode_small_batch(
+    records: Sequence[Record], log_append_time: bool, now_ms: int, max_bytes: int, /
+) -> tuple[bytearray, int] | None: ...
 class Plan:
     @property
     def size(self) -> int: ...

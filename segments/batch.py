@@ -194,6 +194,8 @@ _unpack_header = HEADER.unpack_from
 _PREFIX = struct.Struct(">qiibI")  # base_offset .. crc: the 21 bytes before the CRC'd range
 _CRC_RANGE_HEADER = struct.Struct(">hiqqqhii")  # attributes .. record_count: the 40 CRC'd header bytes
 _BATCH_LENGTH_BASE: Final = HEADER_SIZE - LOG_OVERHEAD  # 49 header bytes counted by batch_length
+_MAX_TIMESTAMP: Final = struct.Struct(">q")
+_MAX_TIMESTAMP_OFFSET: Final = 35  # part of the format: where the header's max timestamp sits
 
 
 # --------------------------------------------------------------------------------------- encode
@@ -294,6 +296,41 @@ def encode_batch_parts(
     head = bytearray(_PREFIX.pack(base_offset, _BATCH_LENGTH_BASE + len(body), NO_PARTITION_LEADER_EPOCH, MAGIC, crc))
     head += crc_header
     return head, body
+
+
+def encode_small_batch(
+    records: Sequence[Record], *, timestamp_type: TimestampType, now_ms: int, max_bytes: int
+) -> tuple[bytearray, int] | None:
+    """The batch :func:`encode_batch_parts` makes of ``records`` (base offset 0, no producer), whole, or ``None``.
+
+    Returns the header and body joined in one ``bytearray`` (the writer
+    patches the base offset in with :func:`rebase_batch`) and the batch's max
+    timestamp; one C call (``segments/_speedups.c``), which also computes the
+    CRC-32C, when the C module and google-crc32c's C function are in use.
+    ``None`` when the batch would be larger than ``max_bytes``, or the records
+    are not the plain valid case: :func:`encode_batch_parts` then decides,
+    with its errors. The C and Python paths give the same bytes.
+    """
+    log_append_time = timestamp_type is TimestampType.LOG_APPEND_TIME
+    if _small_batch_in_c:
+        assert _fast is not None
+        return _fast.encode_small_batch(records, log_append_time, now_ms, max_bytes)  # type: ignore[no-any-return]
+    return _encode_small_batch_py(records, timestamp_type, now_ms, max_bytes)
+
+
+def _encode_small_batch_py(
+    records: Sequence[Record], timestamp_type: TimestampType, now_ms: int, max_bytes: int
+) -> tuple[bytearray, int] | None:
+    # encode_small_batch's Python path (and the reference its C twin is tested against).
+    try:
+        head, body = encode_batch_parts(0, records, timestamp_type=timestamp_type, now_ms=now_ms)
+    except (TypeError, ValueError):
+        return None
+    if len(head) + len(body) > max_bytes:
+        return None
+    max_timestamp = _MAX_TIMESTAMP.unpack_from(head, _MAX_TIMESTAMP_OFFSET)[0]
+    head += body
+    return head, max_timestamp
 
 
 def _batch_head(base_offset: int, body_size: int, crc: int, crc_header: bytes) -> bytearray:
@@ -568,8 +605,8 @@ def _use_native_crc32c(fast: ModuleType) -> bool:
     return type(path) is str and bool(fast.use_native_crc32c(path, check, google_crc32c.value(check)))
 
 
-if _fast is not None:
-    _use_native_crc32c(_fast)
+# encode_small_batch's C twin computes the CRC with google-crc32c's C function, so it needs it.
+_small_batch_in_c: Final = _fast is not None and _use_native_crc32c(_fast)
 
 
 def _crc_of(buf: bytes | bytearray | memoryview, start: int, end: int) -> int:

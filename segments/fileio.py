@@ -764,6 +764,61 @@ class SegmentFile:
                     self._idle.notify_all()
         return position + total
 
+    def append_nowait(self, data: bytes | bytearray) -> int | WouldBlock:
+        """:meth:`write_nowait` of one buffer at the logical end, then :meth:`advance`; or :data:`WOULD_BLOCK`.
+
+        The lean append's write (``LogSegment.append_lean``): the same rules
+        as :meth:`write_nowait` -- small, the descriptor open, loop writes not
+        paused, a failed write cut back -- with one buffer, whose bytes are then
+        published at once. Returns the position ``data`` was written at.
+
+        Raises:
+            As :meth:`write`.
+        """
+        if self._closed or not self._writable:
+            self._check_writable()
+        total = len(data)
+        if total > LOOP_WRITE_MAX_BYTES or not self._loop_writes:
+            return WOULD_BLOCK
+        loop_writes = _LOOP_WRITES
+        start = time.monotonic()
+        if start < loop_writes.paused_until:
+            return WOULD_BLOCK
+        lock = self._busy_lock  # as in write_nowait: close() waits, the open-file budget cannot close the fd
+        with lock:
+            if self._closed:
+                raise ClosedError(f"{self._name}: file is closed")
+            fd = self._fd
+            if fd is None:
+                return WOULD_BLOCK
+            self._busy += 1
+        self.handle_used = True
+        position = self._size
+        try:
+            self._dirty = True
+            try:
+                written = self._pwritev(fd, (data,), position)
+                if written != total:
+                    if written <= 0:
+                        raise OSError(errno.EIO, "pwritev wrote nothing")
+                    _pwritev_all(self._ops, fd, [bytes(data[written:])], position + written)
+            except OSError as exc:
+                self._cut_back(position)
+                raise _storage_error("write", self._path, exc) from exc
+            end = time.monotonic()
+            if end - start > loop_writes.slow_s or loop_writes.pause_s != LOOP_WRITE_PAUSE_SECONDS:
+                loop_writes.loop_write_took(end - start, end)
+        finally:
+            with lock:
+                self._busy -= 1
+                if self._busy == 0 and self._idle is not None:
+                    self._idle.notify_all()
+        end_position = position + total
+        self._size = end_position
+        if end_position > self._file_length:
+            self._file_length = end_position
+        return position
+
     def advance(self, end: int) -> None:
         """Publish a completed :meth:`write`: the logical size becomes ``end``; no I/O (on the event loop)."""
         self._size = end

@@ -133,6 +133,7 @@ _NEAR_KEY_BYTES: Final = 4096
 _TIME_LOOKUP_TRIES: Final = 4
 _new_record = partial(tuple.__new__, Record)
 _new_timestamp_offset = partial(tuple.__new__, TimestampOffset)  # skips NamedTuple.__new__'s Python frame
+_BASE_OFFSET_FIELD: Final = struct.Struct(">q")  # part of the format: a batch's first 8 bytes
 _ATTRIBUTES_LOW: Final = 22  # part of the format: the low byte of a batch's big-endian attributes
 
 
@@ -1274,6 +1275,104 @@ class LogSegment:
         return self.publish_append(
             _new_appended((position, end, headers[0], headers[-1], indexes, entries, max_ts, max_ts_offset, since))
         )
+
+    def append_lean(
+        self,
+        batch: bytearray,
+        base_offset: int,
+        records: int,
+        max_timestamp: int,
+        max_segment_ms: int,
+        max_segment_bytes: int,
+        now_ms: int,
+    ) -> int | WouldBlock:
+        """:meth:`append_nowait` of one batch this process encoded, in one call; or :data:`WOULD_BLOCK`.
+
+        ``batch`` is a whole batch encoded at base offset 0 from checked
+        Records (:func:`~seglog.segments.batch.encode_small_batch`): its header
+        is not parsed back, nor checked (:meth:`check_append` exists for bytes
+        from elsewhere); ``records`` and ``max_timestamp`` are its own. The
+        base offset is written into it here. :data:`WOULD_BLOCK`, with nothing
+        written, whenever the append is anything but the common case: a roll
+        due (:meth:`should_roll`'s conditions, for ``max_segment_ms``,
+        ``max_segment_bytes`` and ``now_ms``), ``base_offset`` not the next offset known, the
+        largest timestamp so far unknown, an index entry due (Kafka's
+        ``index.interval.bytes`` rule, as :meth:`_plan_append`) but the
+        indexes not loaded or their slots not allocated, the time index's
+        roll slot not allocated, or the file layer keeping the write off the
+        loop (:meth:`SegmentFile.append_nowait`). The caller then takes the
+        general path, which decides (and raises) as before; the file, the
+        indexes and the bookkeeping end exactly as that path leaves them.
+        Returns the position of the batch.
+
+        Raises:
+            StorageError: the write failed (cut back: the segment is as before).
+            ClosedError: the segment is closed or read-only.
+        """
+        if self._closed or not self._writable:
+            self._check_writable()
+        max_ts_so_far = self._max_timestamp_so_far
+        if max_ts_so_far is None or base_offset != self._next_offset:
+            return WOULD_BLOCK
+        log = self._log
+        size = log.size
+        batch_size = len(batch)
+        if size > 0:  # should_roll's conditions, inline (its tests hold them)
+            first = self._rolling_based_timestamp
+            waited = max_timestamp - first if first is not None and first >= 0 else now_ms - self._created_ms
+            if waited > max_segment_ms - self._roll_jitter_ms:
+                return WOULD_BLOCK
+        last_offset = base_offset + records - 1
+        if size > max_segment_bytes - batch_size or last_offset - self._base_offset > INT32_MAX:
+            return WOULD_BLOCK
+        lazy_offsets, lazy_times = self._offset_index, self._time_index
+        offset_index, time_index = lazy_offsets.peek(), lazy_times.peek()
+        if offset_index.is_full if offset_index is not None else self._index_files_existed[0]:
+            return WOULD_BLOCK
+        if time_index is not None:
+            if time_index.is_full:
+                return WOULD_BLOCK
+        elif self._index_files_existed[1]:
+            return WOULD_BLOCK
+        if max_timestamp > max_ts_so_far:
+            max_ts_so_far, self_max_ts_offset = max_timestamp, last_offset
+        else:
+            self_max_ts_offset = self._offset_of_max_timestamp_so_far
+        since = self._bytes_since_last_index_entry
+        entry_due = since > self._index_interval_bytes
+        if entry_due:
+            # As append_nowait: the entries go to loaded indexes whose slots are allocated and mapped
+            # (the time index's roll slot too), never loaded or allocated here.
+            if (
+                offset_index is None
+                or time_index is None
+                or not self._indexes_checked
+                or not offset_index.reserved(1)
+                or not time_index.reserved(2)
+            ):
+                return WOULD_BLOCK
+        elif time_index is not None and not time_index.reserved(1):
+            return WOULD_BLOCK
+        _BASE_OFFSET_FIELD.pack_into(batch, 0, base_offset)
+        position = log.append_nowait(batch)
+        if position is WOULD_BLOCK:
+            return WOULD_BLOCK
+        # publish_append's bookkeeping, for one batch.
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp
+        if entry_due:
+            assert offset_index is not None and time_index is not None
+            self._add_index_entries(
+                (offset_index, time_index), [(last_offset, position, max_ts_so_far, self_max_ts_offset)]
+            )
+            since = 0
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts_so_far, self_max_ts_offset
+        self._bytes_since_last_index_entry = since + batch_size
+        self._next_offset = last_offset + 1
+        self._tail = (position, base_offset)
+        if self._batch_table is not None:
+            self._table_add(position, read_header(batch))
+        return position
 
     def _plan_append(
         self, headers: Sequence[BatchHeader]
