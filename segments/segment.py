@@ -1312,10 +1312,12 @@ class LogSegment:
         if self._closed or not self._writable:
             self._check_writable()
         max_ts_so_far = self._max_timestamp_so_far
-        if max_ts_so_far is None or base_offset != self._next_offset:
-            return WOULD_BLOCK
         log = self._log
         size = log.size
+        if max_ts_so_far is None or (
+            base_offset != self._next_offset and (size != 0 or base_offset != self._base_offset)
+        ):
+            return WOULD_BLOCK  # (a new segment's next offset is its base offset, before it is known)
         batch_size = len(batch)
         if size > 0:  # should_roll's conditions, inline (its tests hold them)
             first = self._rolling_based_timestamp

@@ -26,16 +26,21 @@ import pytest
 from enginehelpers import read_all
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record
+from seglog.engine.errors import StorageError
+from seglog.engine import log as log_module
 from seglog.engine.log import _LEADER
 from seglog.segments import fileio
 from seglog.segments.batch import scan_batches
-from seglog.segments.fileio import LOOP_WRITE_MAX_BYTES, FileOps, use_ops
+from seglog.segments.fileio import LOOP_WRITE_MAX_BYTES, WOULD_BLOCK, FileOps, use_ops
+from seglog.segments.segment import LogSegment
 
 PURE_PYTHON = bool(os.environ.get("SEGLOG_PURE_PYTHON"))
 # Python calls of seglog's own code in one uncontended single-record append, from ``append`` to the
-# file and back (with the C encoder or the pure-Python one). Before the loop wrote
-# small appends itself, the path made about a hundred, and a thread hop.
-MAX_CALLS = 30
+# file and back (``append`` counts twice: it resumes after its loop turn). Before the loop wrote
+# small appends itself, the path made about a hundred, and a thread hop; before the lean path
+# (encode_small_batch, _write_lean, LogSegment.append_lean) two dozen. The pure-Python encoder
+# adds its own few calls.
+MAX_CALLS = 16 if PURE_PYTHON else 12
 NO_INDEX_ENTRIES = LogConfig(index_interval_bytes=1 << 30)  # the same path every time: no entry falls due
 
 
@@ -266,3 +271,194 @@ async def test_a_close_in_the_leaders_turn_writes_its_append_first(tmp_path: Pat
         assert writes_by == ["close"], "the close began in the leader's turn and wrote its queue"
     async with Engine.open(tmp_path) as eng:
         assert [r.value for r in await read_all(eng.log("t"))] == [b"before", b"leader"]
+
+
+# ------------------------------------------------------------------------------------------- lean path
+
+
+class LeanSpy:
+    """Notes what each lean write answered: ``_write_lean`` (None: declined) and ``LogSegment.append_lean``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.partition: list[bool] = []  # _write_lean: True written, False declined
+        self.segment: list[bool] = []  # append_lean: True written, False WOULD_BLOCK
+        write_lean, append_lean = PartitionLog._write_lean, LogSegment.append_lean
+
+        def partition_noted(log: PartitionLog, *args: Any) -> Any:
+            result = write_lean(log, *args)
+            self.partition.append(result is not None)
+            return result
+
+        def segment_noted(segment: LogSegment, *args: Any) -> Any:
+            result = append_lean(segment, *args)
+            self.segment.append(result is not WOULD_BLOCK)
+            return result
+
+        monkeypatch.setattr(PartitionLog, "_write_lean", partition_noted)
+        monkeypatch.setattr(LogSegment, "append_lean", segment_noted)
+
+
+def shaped_appends() -> list[list[Record]]:
+    # Appends of 1 to 40 records, keys or none, headers or none, timestamps that mostly grow but
+    # sometimes fall back (the time index follows the largest so far), all explicit: the files of
+    # two runs can then be compared byte for byte.
+    appends: list[list[Record]] = []
+    timestamp = 1_700_000_000_000
+    for i in range(160):
+        count = (1, 2, 10, 1, 40, 3, 1, 7)[i % 8]
+        batch = []
+        for j in range(count):
+            timestamp += 37 if (i + j) % 5 else -90
+            batch.append(
+                Record(
+                    b"v%d-%d" % (i, j) * (1 + (i + j) % 9), None if j % 3 == 1 else b"k%d" % j, timestamp,
+                    (("h", b"x"),) if i % 4 == 0 else (),
+                )
+            )
+        appends.append(batch)
+    return appends
+
+
+# Small segments, small indexes and an entry every few batches: rolls for size, for time, and for full
+# indexes all come due within a few hundred appends.
+SHAPES_CONFIG = LogConfig(segment_bytes=6000, segment_ms=4000, segment_index_bytes=48, index_interval_bytes=300)
+
+
+async def partition_files(directory: Path, appends: list[list[Record]]) -> dict[str, bytes]:
+    async with Engine.open(directory, SHAPES_CONFIG) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        for batch in appends:
+            await log.append(batch)
+        partition = log.directory
+    return {
+        path.name: path.read_bytes()
+        for path in sorted(partition.iterdir())
+        if path.suffix in (".log", ".index", ".timeindex", ".txnindex")
+    }
+
+
+async def test_the_lean_path_leaves_the_same_files_as_the_general_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    appends = shaped_appends()
+    spy = LeanSpy(monkeypatch)
+    lean = await partition_files(tmp_path / "lean", appends)
+    assert spy.partition.count(True) > len(appends) // 2, "most appends took the lean path"
+    assert spy.segment.count(False) >= 5, "and the segment declined some (rolls, index entries to load)"
+    with monkeypatch.context() as general:
+        # Every append encoded and written as before the lean path: header and body apart.
+        general.setattr(log_module, "encode_small_batch", lambda *args, **kwargs: None)
+        calls = len(spy.partition)
+        assert await partition_files(tmp_path / "general", appends) == lean
+        assert len(spy.partition) == calls, "the general run never took the lean path"
+    assert sum(name.endswith(".log") for name in lean) >= 8, "the run rolled its segments often"
+
+
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        (LogConfig(segment_bytes=4096), "segment.bytes reached"),
+        (LogConfig(segment_ms=4000), "segment.ms passed"),
+        (LogConfig(segment_index_bytes=120, index_interval_bytes=0), "an index full"),
+    ],
+)
+async def test_an_append_that_must_roll_is_declined_by_the_lean_path_and_rolls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: LogConfig, why: str
+) -> None:
+    async with Engine.open(tmp_path, config) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        spy = LeanSpy(monkeypatch)
+        for i in range(60):
+            # 400 B a batch, 600 ms apart: each segment takes about eight (or ten time-index entries).
+            await log.append([Record(b"x" * 400, None, 1_700_000_000_000 + 600 * i)])
+        assert log.segment_count >= 5, why
+        assert spy.segment.count(False) >= log.segment_count - 1, f"each roll ({why}) was declined first"
+        assert spy.segment.count(True) >= 20, "the appends between the rolls took the lean path"
+        assert [r.timestamp for r in await read_all(log)] == [1_700_000_000_000 + 600 * i for i in range(60)]
+
+
+async def test_an_append_the_flush_policy_syncs_is_declined_by_the_lean_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Engine.open(tmp_path, LogConfig(flush_messages=3)) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        spy = LeanSpy(monkeypatch)
+        counter = HopCounter(monkeypatch)
+        for i in range(9):
+            await log.append([Record(b"%d" % i)])
+        assert spy.partition == [True, True, False] * 3, "every third append is synced: the hop, not the loop"
+        assert counter.hops == 3
+        assert log.recovery_point == log.log_end_offset == 9
+
+
+async def test_an_append_while_the_lock_is_held_is_declined_by_the_lean_path_and_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"before")])
+        spy = LeanSpy(monkeypatch)
+        async with log._lock:  # a roll, a flush or retention in progress
+            append = asyncio.ensure_future(log.append([Record(b"during")]))
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert spy.partition == [False], "the lean path declined it"
+            assert not append.done() and log.log_end_offset == 1, "nothing written while the lock is held"
+        assert (await append).first_offset == 1
+        assert [r.value for r in await read_all(log)] == [b"before", b"during"]
+
+
+async def test_a_producers_batch_never_takes_the_lean_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"before")])
+        spy = LeanSpy(monkeypatch)
+        result = await log.append([Record(b"p")], producer_id=7, producer_epoch=0, base_sequence=0)
+        again = await log.append([Record(b"p")], producer_id=7, producer_epoch=0, base_sequence=0)
+        assert spy.partition == [] and spy.segment == []
+        assert result.first_offset == again.first_offset == 1, "the retry was recognised: the producer state saw it"
+
+
+async def test_an_append_behind_the_leader_makes_the_leader_take_the_general_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"before")])
+        spy = LeanSpy(monkeypatch)
+        results = await asyncio.gather(log.append([Record(b"leader")]), log.append([Record(b"behind")]))
+        assert spy.partition == [], "two callers share one write: the general path"
+        assert [r.first_offset for r in results] == [1, 2]
+        assert [r.value for r in await read_all(log)] == [b"before", b"leader", b"behind"]
+
+
+async def test_a_lean_append_that_fails_to_write_is_cut_back_and_raises(tmp_path: Path) -> None:
+    class FailingWrites(LogWrites):
+        fail = False
+
+        def pwritev(self, fd: int, buffers: Any, position: int) -> int:
+            if self.fail and self.paths.get(fd, "").endswith(".log"):
+                os.pwritev(fd, [bytes(buffers[0])[:10]], position)  # a torn write, then the error
+                raise OSError(28, "No space left on device")
+            return super().pwritev(fd, buffers, position)
+
+    ops = FailingWrites()
+    with use_ops(ops):
+        async with Engine.open(tmp_path) as eng:
+            await eng.create_topic("t")
+            log = eng.log("t")
+            await log.append([Record(b"before")])
+            size = log.size_bytes
+            ops.fail = True
+            with pytest.raises(StorageError, match="free disk space"):
+                await log.append([Record(b"lost")])
+            ops.fail = False
+            assert log.size_bytes == size and log.log_end_offset == 1, "nothing published"
+            assert (await log.append([Record(b"after")])).first_offset == 1
+            assert [r.value for r in await read_all(log)] == [b"before", b"after"]
