@@ -319,13 +319,17 @@ def shaped_appends() -> list[list[Record]]:
     return appends
 
 
-# Small segments, small indexes and an entry every few batches: rolls for size, for time, and for full
-# indexes all come due within a few hundred appends.
-SHAPES_CONFIG = LogConfig(segment_bytes=6000, segment_ms=4000, segment_index_bytes=48, index_interval_bytes=300)
+# An index entry every few batches, and segments that roll every few dozen appends: for their size, for
+# time, for a full index.
+SHAPES_CONFIGS = [
+    LogConfig(segment_bytes=3000, index_interval_bytes=300),
+    LogConfig(segment_ms=1000, index_interval_bytes=300),
+    LogConfig(segment_index_bytes=48, index_interval_bytes=100),
+]
 
 
-async def partition_files(directory: Path, appends: list[list[Record]]) -> dict[str, bytes]:
-    async with Engine.open(directory, SHAPES_CONFIG) as eng:
+async def partition_files(directory: Path, config: LogConfig, appends: list[list[Record]]) -> dict[str, bytes]:
+    async with Engine.open(directory, config) as eng:
         await eng.create_topic("t")
         log = eng.log("t")
         for batch in appends:
@@ -338,28 +342,29 @@ async def partition_files(directory: Path, appends: list[list[Record]]) -> dict[
     }
 
 
+@pytest.mark.parametrize("config", SHAPES_CONFIGS, ids=["segment.bytes", "segment.ms", "index full"])
 async def test_the_lean_path_leaves_the_same_files_as_the_general_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: LogConfig
 ) -> None:
     appends = shaped_appends()
     spy = LeanSpy(monkeypatch)
-    lean = await partition_files(tmp_path / "lean", appends)
+    lean = await partition_files(tmp_path / "lean", config, appends)
     assert spy.partition.count(True) > len(appends) // 2, "most appends took the lean path"
     assert spy.segment.count(False) >= 5, "and the segment declined some (rolls, index entries to load)"
     with monkeypatch.context() as general:
         # Every append encoded and written as before the lean path: header and body apart.
         general.setattr(log_module, "encode_small_batch", lambda *args, **kwargs: None)
         calls = len(spy.partition)
-        assert await partition_files(tmp_path / "general", appends) == lean
+        assert await partition_files(tmp_path / "general", config, appends) == lean
         assert len(spy.partition) == calls, "the general run never took the lean path"
-    assert sum(name.endswith(".log") for name in lean) >= 8, "the run rolled its segments often"
+    assert sum(name.endswith(".log") for name in lean) >= 4, "the run rolled its segments often"
 
 
 @pytest.mark.parametrize(
     ("config", "why"),
     [
-        (LogConfig(segment_bytes=4096), "segment.bytes reached"),
-        (LogConfig(segment_ms=4000), "segment.ms passed"),
+        (LogConfig(segment_bytes=4096, index_interval_bytes=1 << 30), "segment.bytes reached"),
+        (LogConfig(segment_ms=4000, index_interval_bytes=1 << 30), "segment.ms passed"),
         (LogConfig(segment_index_bytes=120, index_interval_bytes=0), "an index full"),
     ],
 )
