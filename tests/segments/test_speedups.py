@@ -104,6 +104,47 @@ def test_the_c_encoder_agrees_with_python_on_any_input(
     assert fast == slow
 
 
+@needs_c
+@FUZZ
+@given(
+    st.lists(st.one_of(valid_records, valid_records, messy_records), min_size=1, max_size=12),
+    st.sampled_from(list(TimestampType)),
+    st.integers(0, 2**41),
+    st.integers(0, 400),
+)
+def test_the_c_small_batch_encoder_agrees_with_python(
+    records: list[Any], ts_type: TimestampType, now_ms: int, max_bytes: int
+) -> None:
+    # encode_small_batch's C twin: the same whole batch and max timestamp whenever it answers; None
+    # whenever the Python path has no batch to give (invalid records, too large), and an answer for
+    # every list of plain valid records that fits.
+    assert batch_module._fast is not None and batch_module._small_batch_in_c
+    fast = batch_module._fast.encode_small_batch(records, ts_type is TimestampType.LOG_APPEND_TIME, now_ms, max_bytes)
+    slow = batch_module._encode_small_batch_py(records, ts_type, now_ms, max_bytes)
+    if fast is not None:
+        assert fast == slow and type(fast[0]) is bytearray
+    elif all(type(r) is Record for r in records) and slow is not None:
+        assert len(slow[0]) > max_bytes, f"C declined a plain valid batch: {records!r}"
+    if slow is not None:  # and the batch is encode_batch_parts' (header and body), whole
+        head, body = batch_module.encode_batch_parts(0, records, timestamp_type=ts_type, now_ms=now_ms)
+        assert slow == (head + body, read_header(head).max_timestamp)
+
+
+@needs_c
+def test_the_small_batch_encoder_takes_the_c_path_for_plain_records() -> None:
+    records = [Record(b"v" * 100, b"k", 1_700_000_000_000 + i, (("h", b"x"),) if i else ()) for i in range(10)]
+    assert batch_module._small_batch_in_c, "google-crc32c's C function is in use"
+    encoded = batch_module.encode_small_batch(
+        records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1, max_bytes=1 << 17
+    )
+    assert encoded is not None and encoded == batch_module._encode_small_batch_py(
+        records, TimestampType.CREATE_TIME, 1, 1 << 17
+    )
+    assert batch_module.encode_small_batch(
+        records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1, max_bytes=len(encoded[0]) - 1
+    ) is None, "larger than max_bytes: None"
+
+
 header_keys = st.one_of(
     st.text(max_size=40), st.just("\ud800"), st.just("é" * 20), st.just("k" * 300), st.just("k\x00ey")
 )
