@@ -815,8 +815,7 @@ class SegmentFile:
                     self._idle.notify_all()
         end_position = position + total
         self._size = end_position
-        if end_position > self._file_length:
-            self._file_length = end_position
+        self._file_length = max(self._file_length, end_position)
         return position
 
     def advance(self, end: int) -> None:

@@ -26,8 +26,8 @@ import pytest
 from enginehelpers import read_all
 
 from seglog.engine import Engine, LogConfig, PartitionLog, Record
-from seglog.engine.errors import StorageError
 from seglog.engine import log as log_module
+from seglog.engine.errors import StorageError
 from seglog.engine.log import _LEADER
 from seglog.segments import fileio
 from seglog.segments.batch import scan_batches
