@@ -765,8 +765,8 @@ class PartitionLog:
             # written by _write_lean unless anything queues behind it or the write is unusual.
             lean = (
                 encode_small_batch(
-                    records, timestamp_type=self._timestamp_type, now_ms=time.time_ns() // 1_000_000,
-                    max_bytes=LOOP_WRITE_MAX_BYTES,
+                    records, self._timestamp_type is TimestampType.LOG_APPEND_TIME, time.time_ns() // 1_000_000,
+                    LOOP_WRITE_MAX_BYTES,
                 )
                 if records.__class__ is list
                 else None

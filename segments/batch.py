@@ -72,6 +72,7 @@ __all__ = [
     "LateBody",
     "encode_batch",
     "encode_batch_parts",
+    "encode_small_batch",
     "plan_batch_parts",
     "read_header",
     "scan_batches",
@@ -298,30 +299,19 @@ def encode_batch_parts(
     return head, body
 
 
-def encode_small_batch(
-    records: Sequence[Record], *, timestamp_type: TimestampType, now_ms: int, max_bytes: int
+def _encode_small_batch_py(
+    records: Sequence[Record], log_append_time: bool, now_ms: int, max_bytes: int
 ) -> tuple[bytearray, int] | None:
     """The batch :func:`encode_batch_parts` makes of ``records`` (base offset 0, no producer), whole, or ``None``.
 
-    Returns the header and body joined in one ``bytearray`` (the writer
-    patches the base offset in with :func:`rebase_batch`) and the batch's max
-    timestamp; one C call (``segments/_speedups.c``), which also computes the
-    CRC-32C, when the C module and google-crc32c's C function are in use.
-    ``None`` when the batch would be larger than ``max_bytes``, or the records
-    are not the plain valid case: :func:`encode_batch_parts` then decides,
-    with its errors. The C and Python paths give the same bytes.
+    :data:`encode_small_batch` without the C module (and the reference its C
+    twin is tested against). Returns the header and body joined in one
+    ``bytearray`` (the writer patches the base offset in with
+    :func:`rebase_batch`) and the batch's max timestamp. ``None`` when the
+    batch would be larger than ``max_bytes``, or the records are not the plain
+    valid case: :func:`encode_batch_parts` then decides, with its errors.
     """
-    log_append_time = timestamp_type is TimestampType.LOG_APPEND_TIME
-    if _small_batch_in_c:
-        assert _fast is not None
-        return _fast.encode_small_batch(records, log_append_time, now_ms, max_bytes)  # type: ignore[no-any-return]
-    return _encode_small_batch_py(records, timestamp_type, now_ms, max_bytes)
-
-
-def _encode_small_batch_py(
-    records: Sequence[Record], timestamp_type: TimestampType, now_ms: int, max_bytes: int
-) -> tuple[bytearray, int] | None:
-    # encode_small_batch's Python path (and the reference its C twin is tested against).
+    timestamp_type = TimestampType.LOG_APPEND_TIME if log_append_time else TimestampType.CREATE_TIME
     try:
         head, body = encode_batch_parts(0, records, timestamp_type=timestamp_type, now_ms=now_ms)
     except (TypeError, ValueError):
@@ -607,6 +597,13 @@ def _use_native_crc32c(fast: ModuleType) -> bool:
 
 # encode_small_batch's C twin computes the CRC with google-crc32c's C function, so it needs it.
 _small_batch_in_c: Final = _fast is not None and _use_native_crc32c(_fast)
+
+# encode_small_batch(records, log_append_time, now_ms, max_bytes) -> (batch, max timestamp) | None:
+# _encode_small_batch_py, or its C twin (the same bytes, the CRC-32C computed in the same call) bound
+# directly, without a Python frame: the leading append of every loop turn calls it.
+encode_small_batch: Final[Callable[[Sequence[Record], bool, int, int], tuple[bytearray, int] | None]] = (
+    _fast.encode_small_batch if _fast is not None and _small_batch_in_c else _encode_small_batch_py
+)
 
 
 def _crc_of(buf: bytes | bytearray | memoryview, start: int, end: int) -> int:

@@ -120,7 +120,7 @@ def test_the_c_small_batch_encoder_agrees_with_python(
     # every list of plain valid records that fits.
     assert batch_module._fast is not None and batch_module._small_batch_in_c
     fast = batch_module._fast.encode_small_batch(records, ts_type is TimestampType.LOG_APPEND_TIME, now_ms, max_bytes)
-    slow = batch_module._encode_small_batch_py(records, ts_type, now_ms, max_bytes)
+    slow = batch_module._encode_small_batch_py(records, ts_type is TimestampType.LOG_APPEND_TIME, now_ms, max_bytes)
     if fast is not None:
         assert fast == slow and type(fast[0]) is bytearray
     elif all(type(r) is Record for r in records) and slow is not None:
@@ -134,15 +134,10 @@ def test_the_c_small_batch_encoder_agrees_with_python(
 def test_the_small_batch_encoder_takes_the_c_path_for_plain_records() -> None:
     records = [Record(b"v" * 100, b"k", 1_700_000_000_000 + i, (("h", b"x"),) if i else ()) for i in range(10)]
     assert batch_module._small_batch_in_c, "google-crc32c's C function is in use"
-    encoded = batch_module.encode_small_batch(
-        records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1, max_bytes=1 << 17
-    )
-    assert encoded is not None and encoded == batch_module._encode_small_batch_py(
-        records, TimestampType.CREATE_TIME, 1, 1 << 17
-    )
-    assert batch_module.encode_small_batch(
-        records, timestamp_type=TimestampType.CREATE_TIME, now_ms=1, max_bytes=len(encoded[0]) - 1
-    ) is None, "larger than max_bytes: None"
+    assert batch_module.encode_small_batch is batch_module._fast.encode_small_batch  # type: ignore[union-attr]
+    encoded = batch_module.encode_small_batch(records, False, 1, 1 << 17)
+    assert encoded is not None and encoded == batch_module._encode_small_batch_py(records, False, 1, 1 << 17)
+    assert batch_module.encode_small_batch(records, False, 1, len(encoded[0]) - 1) is None, "larger: None"
 
 
 header_keys = st.one_of(
