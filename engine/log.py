@@ -85,6 +85,7 @@ from seglog.engine.retention import RetentionPlan, SegmentSummary, plan_retentio
 from seglog.engine.validate import INT64_MAX, validate_int64, validate_offset, validate_timestamp
 from seglog.indexes import AbortedTxn, TimestampOffset
 from seglog.segments.batch import (
+    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_PRODUCER_EPOCH,
@@ -162,6 +163,7 @@ _new_append_result = partial(tuple.__new__, AppendResult)  # skips NamedTuple.__
 _new_fetch_result = partial(tuple.__new__, FetchResult)  # the same, on every read
 _new_roll_params = partial(tuple.__new__, RollParams)  # the same, on every append
 _new_batch_header = partial(tuple.__new__, BatchHeader)  # the same
+_unpack_header = HEADER.unpack_from  # read_header without its Python frame, for batches encoded here
 _new_offset_and_timestamp = partial(tuple.__new__, OffsetAndTimestamp)  # the same, on every time lookup
 
 
@@ -783,7 +785,7 @@ class PartitionLog:
                     self._check_size(size)
                 # Queued as any batch (its header and body in one buffer): a caller queued behind it, or
                 # a close during the turn, writes it with the rest.
-                item = _PendingAppend(batch, b"", read_header(batch), size, future)
+                item = _PendingAppend(batch, b"", _new_batch_header(_unpack_header(batch)), size, future)
             pending = self._pending
             pending.append(item)
             self._write_soon = _LEADER

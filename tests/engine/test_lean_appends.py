@@ -40,7 +40,7 @@ PURE_PYTHON = bool(os.environ.get("SEGLOG_PURE_PYTHON"))
 # small appends itself, the path made about a hundred, and a thread hop; before the lean path
 # (encode_small_batch, _write_lean, LogSegment.append_lean) two dozen. The pure-Python encoder
 # adds its own few calls.
-MAX_CALLS = 16 if PURE_PYTHON else 12
+MAX_CALLS = 13 if PURE_PYTHON else 9
 NO_INDEX_ENTRIES = LogConfig(index_interval_bytes=1 << 30)  # the same path every time: no entry falls due
 
 
