@@ -1337,9 +1337,9 @@ class LogSegment:
         elif self._index_files_existed[1]:
             return WOULD_BLOCK
         if max_timestamp > max_ts_so_far:
-            max_ts_so_far, self_max_ts_offset = max_timestamp, last_offset
+            max_ts_so_far, max_ts_offset = max_timestamp, last_offset
         else:
-            self_max_ts_offset = self._offset_of_max_timestamp_so_far
+            max_ts_offset = self._offset_of_max_timestamp_so_far
         since = self._bytes_since_last_index_entry
         entry_due = since > self._index_interval_bytes
         if entry_due:
@@ -1365,10 +1365,10 @@ class LogSegment:
         if entry_due:
             assert offset_index is not None and time_index is not None
             self._add_index_entries(
-                (offset_index, time_index), [(last_offset, position, max_ts_so_far, self_max_ts_offset)]
+                (offset_index, time_index), [(last_offset, position, max_ts_so_far, max_ts_offset)]
             )
             since = 0
-        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts_so_far, self_max_ts_offset
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = max_ts_so_far, max_ts_offset
         self._bytes_since_last_index_entry = since + batch_size
         self._next_offset = last_offset + 1
         self._tail = (position, base_offset)

@@ -465,5 +465,6 @@ async def test_a_lean_append_that_fails_to_write_is_cut_back_and_raises(tmp_path
                 await log.append([Record(b"lost")])
             ops.fail = False
             assert log.size_bytes == size and log.log_end_offset == 1, "nothing published"
+            assert (log.directory / f"{0:020d}.log").stat().st_size == size, "the torn bytes were cut back"
             assert (await log.append([Record(b"after")])).first_offset == 1
             assert [r.value for r in await read_all(log)] == [b"before", b"after"]
