@@ -2015,8 +2015,9 @@ class LogSegment:
         table = self._batch_table
         if table is None or self._closed:
             return WOULD_BLOCK
-        # BatchTable.find, __len__ and first_reaching, inlined: a time lookup's hottest lines.
-        slot = bisect.bisect_left(table.last_offsets, starting_offset)
+        # BatchTable.find, __len__ and first_reaching, inlined: a time lookup's hottest lines. A lookup from
+        # the log start (the usual one) starts at the first batch: no bisect, whose cost grows with the table.
+        slot = bisect.bisect_left(table.last_offsets, starting_offset) if starting_offset > table.base_offset else 0
         count = len(table.positions)
         running, own = table.running_max, table.max_timestamps
         for _ in range(_TIME_LOOKUP_TRIES):

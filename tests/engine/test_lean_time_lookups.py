@@ -78,6 +78,34 @@ async def test_a_cached_time_lookup_and_its_read_make_a_small_fixed_number_of_py
             assert calls <= MAX_CALLS[per_append], f"{calls} Python calls for one cached time lookup + read"
 
 
+async def test_a_lookup_from_the_log_start_bisects_the_batch_table_once(tmp_path: Path) -> None:
+    # A bisect of a table column costs more the larger the segment (a Python int per probe): a lookup from
+    # the log start bisects only the running largest timestamps, and the read after it takes the record
+    # the lookup kept. The ratio of a 10-million-record log's lookup to a 100,000-record one's depends on it.
+    async with Engine.open(tmp_path, LogConfig()) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        for first in range(0, 2000, 10):
+            await log.append([Record(b"v%05d" % i, None, BASE_TS + i) for i in range(first, first + 10)])
+        await log.offset_for_timestamp(BASE_TS)  # the first lookup tables the segment's batches (one walk)
+        for target in (17, 1234, 1985):  # (the last write's batch is read from memory, not the table)
+            bisects = 0
+
+            def profile(frame: FrameType, event: str, arg: object) -> None:
+                nonlocal bisects
+                if event == "c_call" and getattr(arg, "__name__", None) == "bisect_left":
+                    bisects += 1
+
+            sys.setprofile(profile)
+            try:
+                found = await log.offset_for_timestamp(BASE_TS + target)
+                assert found is not None
+                result = await log.read(found.offset, 1)
+            finally:
+                sys.setprofile(None)
+            assert (result.records[0].offset, bisects) == (target, 1)
+
+
 @pytest.mark.parametrize("answer", [pytest.param(5, id="below-its-base"), pytest.param(40, id="beyond-the-next-base")])
 async def test_a_lookup_answer_outside_its_segments_range_is_refused_as_a_misplaced_segment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: int
