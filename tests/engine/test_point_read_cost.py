@@ -102,6 +102,16 @@ async def _log(tmp_path: Path, per_append: int, appends: int, value_bytes: int) 
     return engine, log
 
 
+async def _kafka_log(tmp_path: Path, per_batch: int) -> tuple[Engine, PartitionLog]:
+    """400 records of 100 B in Kafka batches of ``per_batch``, as Kafka clients send them (``append_kafka_batch``)."""
+    engine = await Engine.open(tmp_path, CONFIG)
+    await engine.create_topic("t")
+    log = engine.log("t")
+    for first in range(0, 400, per_batch):
+        await log.append_kafka_batch(kafka_batch(first, _records(per_batch, first, 100)))
+    return engine, log
+
+
 def _page_cache_reads(log: PartitionLog) -> bool:
     segment: LogSegment = log._segments.active_segment  # type: ignore[assignment]
     return bool(segment._log._page_cache_reads)
@@ -143,12 +153,8 @@ async def test_a_point_read_of_kafka_batches_is_one_exact_read(
 ) -> None:
     # Batches as Kafka clients produce them (the wire server stores them as sent): the batch table
     # places them as it places seglog's, and the read decodes the one batch, no header walk.
-    engine = await Engine.open(tmp_path, CONFIG)
+    engine, log = await _kafka_log(tmp_path, per_batch)
     async with engine:
-        await engine.create_topic("t")
-        log = engine.log("t")
-        for first in range(0, 400, per_batch):
-            await log.append_kafka_batch(kafka_batch(first, _records(per_batch, first, 100)))
         await log.read(0, 1)  # the segment's first read tables its batches (one walk, in a thread)
         if not _page_cache_reads(log):
             pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
@@ -171,12 +177,8 @@ async def test_a_time_lookup_then_read_of_kafka_batches_reads_the_batch_once(
     # A Kafka batch under 32 KiB is checked, CRC-verified and searched by the one-batch C reader in the
     # lookup (only the record found is built), and the read that follows takes that record: no second
     # read of the batch, no header walk, no thread.
-    engine = await Engine.open(tmp_path, CONFIG)
+    engine, log = await _kafka_log(tmp_path, per_batch)
     async with engine:
-        await engine.create_topic("t")
-        log = engine.log("t")
-        for first in range(0, 400, per_batch):
-            await log.append_kafka_batch(kafka_batch(first, _records(per_batch, first, 100)))
         await log.offset_for_timestamp(BASE_TS)  # the first lookup tables the segment's batches
         if not _page_cache_reads(log):
             pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT): every read takes the thread")
