@@ -29,6 +29,7 @@ from seglog.engine import Engine, LogConfig, PartitionLog, Record
 from seglog.engine import log as log_module
 from seglog.engine.errors import StorageError
 from seglog.engine.log import _LEADER
+from seglog.indexes import OffsetIndex
 from seglog.segments import fileio
 from seglog.segments.batch import scan_batches
 from seglog.segments.fileio import LOOP_WRITE_MAX_BYTES, WOULD_BLOCK, FileOps, use_ops
@@ -415,6 +416,29 @@ async def test_an_append_while_the_lock_is_held_is_declined_by_the_lean_path_and
             assert not append.done() and log.log_end_offset == 1, "nothing written while the lock is held"
         assert (await append).first_offset == 1
         assert [r.value for r in await read_all(log)] == [b"before", b"during"]
+
+
+async def test_an_append_whose_index_entry_has_no_allocated_slot_is_declined_by_the_lean_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lean write never allocates index space (a mapped write into a hole would fault on the loop): when
+    # an entry comes due and its slot is not allocated, the general path reserves it in its hop and
+    # writes the entry.
+    async with Engine.open(tmp_path) as eng:
+        await eng.create_topic("t")
+        log = eng.log("t")
+        await log.append([Record(b"first" + bytes(995))])
+        spy = LeanSpy(monkeypatch)
+        monkeypatch.setattr(OffsetIndex, "reserved", lambda self, slots: False)
+        for i in range(16):
+            # About 1.1 KB a batch: an entry comes due (index.interval.bytes, 4 KiB) every fourth append.
+            await log.append([Record(b"%04d" % i + bytes(996))])
+        assert spy.segment.count(False) == 4, "each append with an entry due was declined"
+        assert spy.segment.count(True) == 12, "the others took the lean path"
+        segment: LogSegment = log._segments.active_segment  # type: ignore[assignment]
+        offset_index = segment._offset_index.peek()
+        assert offset_index is not None and offset_index.entries == 4, "the general path wrote every entry"
+        assert [r.value[:4] for r in (await read_all(log))[1:]] == [b"%04d" % i for i in range(16)]
 
 
 async def test_a_producers_batch_never_takes_the_lean_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
