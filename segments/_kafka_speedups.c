@@ -99,25 +99,27 @@ produced_records_ok(PyObject *self, PyObject *args)
 
 /*
  * stored_records(record_type, section, count, base_offset, base_ts, max_ts, last_offset_delta,
- *                log_append, start_offset, max_bytes) -> list[Record] | None
+ *                log_append, start_offset, max_bytes[, min_timestamp]) -> list[Record] | None
  *
  * kafka_records_into (segments/_kafka_records.h) into a new list: the Records of one stored batch's
- * uncompressed records section, or None when anything is not exactly as the reader's rules say.
+ * uncompressed records section (from the first at or after start_offset whose timestamp is >=
+ * min_timestamp, when given: a time lookup), or None when anything is not exactly as the reader's
+ * rules say.
  */
 static PyObject *
 stored_records(PyObject *self, PyObject *args)
 {
     PyTypeObject *type;
     Py_buffer view;
-    long long count, base_offset, base_ts, max_ts, last_offset_delta, start_offset, max_bytes;
+    long long count, base_offset, base_ts, max_ts, last_offset_delta, start_offset, max_bytes, min_ts = LLONG_MIN;
     int log_append;
-    if (!PyArg_ParseTuple(args, "O!y*LLLLLpLL", &PyType_Type, &type, &view, &count, &base_offset, &base_ts, &max_ts,
-                          &last_offset_delta, &log_append, &start_offset, &max_bytes))
+    if (!PyArg_ParseTuple(args, "O!y*LLLLLpLL|L", &PyType_Type, &type, &view, &count, &base_offset, &base_ts,
+                          &max_ts, &last_offset_delta, &log_append, &start_offset, &max_bytes, &min_ts))
         return NULL;
     PyObject *out = PyList_New(0);
     if (out != NULL) {
         switch (kafka_records_into(type, view.buf, view.len, count, base_offset, base_ts, max_ts, last_offset_delta,
-                                   log_append, start_offset, LLONG_MIN, max_bytes, out)) {
+                                   log_append, start_offset, min_ts, max_bytes, out)) {
         case -1:
             Py_CLEAR(out);
             break;

@@ -14,5 +14,6 @@ def stored_records(
     log_append_time: bool,
     start_offset: int,
     max_bytes: int,
+    min_timestamp: int = ...,  # from the first record at or after it (a time lookup)
     /,
 ) -> list[Record] | None: ...

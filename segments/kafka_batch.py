@@ -580,24 +580,10 @@ def decode_records(
     Raises:
         CorruptRecordError: the records break a rule of FORMAT.md §2.5.
     """
-    fast = _fast
-    if fast is not None and not header.attributes & (CONTROL_BIT | COMPRESSION_MASK):
-        # The uncompressed section walked, checked and built in one C call, straight from `buf`; None
-        # when anything is unusual or wrong: the walk below decides and says what.
-        start = position + HEADER_SIZE
-        end = position + LOG_OVERHEAD + header.batch_length
-        if start < end <= len(buf) and (not isinstance(buf, memoryview) or buf.c_contiguous) and (
-            0 <= start_offset <= INT64_MAX
-        ) and (
-            max_bytes is None or 0 <= max_bytes <= INT64_MAX
-        ):
-            got: list[Record] | None = fast.stored_records(
-                Record, memoryview(buf)[start:end], header.record_count, header.base_offset, header.base_timestamp,
-                header.max_timestamp, header.last_offset_delta, header.attributes & TIMESTAMP_TYPE_BIT, start_offset,
-                -1 if max_bytes is None else max_bytes,
-            )
-            if got is not None:
-                return got
+    if max_bytes is None or 0 <= max_bytes <= INT64_MAX:
+        got = _c_records(buf, position, header, start_offset, -1 if max_bytes is None else max_bytes)
+        if got is not None:
+            return got
     offsets, deltas, keys, values, headers = record_columns(buf, position, header)
     if header.attributes & CONTROL_BIT:
         return []  # a transaction marker: never a record to a reader
@@ -619,6 +605,35 @@ def decode_records(
     return out
 
 
+def _c_records(
+    buf: bytes | bytearray | memoryview,
+    position: int,
+    header: BatchHeader,
+    start_offset: int,
+    max_bytes: int,
+    min_timestamp: int = -INT64_MAX - 1,
+) -> list[Record] | None:
+    # decode_records in one C call, straight from `buf` (from the first record at or after start_offset
+    # reaching min_timestamp): the uncompressed section of a batch that is not a marker walked, checked
+    # and built. None when the C module is absent or anything is unusual or wrong: the Python walk then
+    # decides and says what. max_bytes -1: no limit.
+    fast = _fast
+    if fast is None or header.attributes & (CONTROL_BIT | COMPRESSION_MASK):
+        return None
+    start = position + HEADER_SIZE
+    end = position + LOG_OVERHEAD + header.batch_length
+    if not (start < end <= len(buf) and (not isinstance(buf, memoryview) or buf.c_contiguous)) or not (
+        0 <= start_offset <= INT64_MAX
+    ):
+        return None
+    got: list[Record] | None = fast.stored_records(
+        Record, memoryview(buf)[start:end], header.record_count, header.base_offset, header.base_timestamp,
+        header.max_timestamp, header.last_offset_delta, header.attributes & TIMESTAMP_TYPE_BIT, start_offset,
+        max_bytes, min(max(min_timestamp, -INT64_MAX - 1), INT64_MAX),
+    )
+    return got
+
+
 def find_timestamp(
     buf: bytes | bytearray | memoryview, position: int, header: BatchHeader, timestamp: int, *, start_offset: int = 0
 ) -> tuple[int, int] | None:
@@ -631,12 +646,10 @@ def find_timestamp(
     """
     if header.max_timestamp < timestamp or header.last_offset < start_offset or header.attributes & CONTROL_BIT:
         return None
-    if _fast is not None and not header.attributes & COMPRESSION_MASK:
-        # The records from start_offset on, checked and built by the C walk (decode_records), then searched.
-        for record in decode_records(buf, position, header, start_offset=start_offset):
-            if record.timestamp >= timestamp:  # type: ignore[operator]  # never None when read
-                return record.timestamp, record.offset  # type: ignore[return-value]
-        return None
+    # The C walk checks every record and builds only the one found (max_bytes 0: that one alone).
+    searched = _c_records(buf, position, header, start_offset, 0, timestamp)
+    if searched is not None:
+        return (searched[0].timestamp, searched[0].offset) if searched else None  # type: ignore[return-value]
     offsets, deltas, _, _, _ = record_columns(buf, position, header)
     base = header.base_offset
     log_append = header.attributes & TIMESTAMP_TYPE_BIT

@@ -341,15 +341,23 @@ def test_the_c_walk_is_what_a_walk_uses_with_the_c_module() -> None:
     assert len(build.positions) == 50 and build.end == len(data) and calls == 0
 
 
-async def test_a_segment_is_tabled_a_part_per_read(
+async def _partly_tabled(
     make_segment: SegmentFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[LogSegment, BatchTable]:
+    """40 one-record batches of ~270 B, walked at most 2000 B at a time: the first read tables a part only."""
     monkeypatch.setattr(LogSegment, "_walk_max_bytes", 2000)
     seg = await make_segment(0, index_interval_bytes=4096)
     await append(seg, [_batch(i, 1, 200) for i in range(40)])
     _table(seg, 0)
     table = seg._batch_table
     assert table is not None and 0 < len(table) < 40
+    return seg, table
+
+
+async def test_a_segment_is_tabled_a_part_per_read(
+    make_segment: SegmentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seg, table = await _partly_tabled(make_segment, monkeypatch)
     assert seg.batch_table_job(0) is None  # offset 0 is tabled already
     while len(table) < 40:
         before = len(table)
@@ -375,12 +383,7 @@ async def test_a_larger_read_of_a_record_table_batch_keeps_its_table(make_segmen
 async def test_a_time_lookup_is_answered_from_a_partial_table_only_when_it_reaches_the_timestamp(
     make_segment: SegmentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(LogSegment, "_walk_max_bytes", 2000)
-    seg = await make_segment(0, index_interval_bytes=4096)
-    await append(seg, [_batch(i, 1, 200) for i in range(40)])
-    _table(seg, 0)
-    table = seg._batch_table
-    assert table is not None and 0 < len(table) < 40
+    seg, table = await _partly_tabled(make_segment, monkeypatch)
     if not _page_cache_reads(seg):
         pytest.skip("this file system has no page-cache-only reads (RWF_NOWAIT)")
     assert seg.find_offset_by_timestamp_cached(BASE_TS + 2, 0) == seg.find_offset_by_timestamp(BASE_TS + 2, 0)
